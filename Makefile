@@ -1,0 +1,26 @@
+PYTHON ?= python3
+
+.PHONY: all check test demo bench clean
+
+all: check test demo
+
+# stdlib-only, and every module compiles
+check:
+	@$(PYTHON) tools/check_stdlib.py
+
+# -X dev -W error: leaked files, sockets and processes fail the run
+test:
+	$(PYTHON) -X dev -W error -m unittest discover -s tests -t .
+
+# the scripted model fixes a temporary copy of the example; the checkout stays clean
+demo:
+	@tmp=$$(mktemp -d) && cp -r examples/broken-calculator "$$tmp/repo" && \
+	GOLEM_STATE_DIR="$$tmp/state" $(PYTHON) -m golem fix -dir "$$tmp/repo" -provider demo; \
+	status=$$?; rm -rf "$$tmp"; exit $$status
+
+bench:
+	$(PYTHON) bench/run.py
+
+clean:
+	rm -rf build dist *.egg-info golem.pyz
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

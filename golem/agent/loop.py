@@ -1,0 +1,84 @@
+"""The agent loop: ask the model, run the tools it asks for, feed the results back, repeat."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from golem.agent.budget import Budget
+from golem.errors import OutOfTime, ProviderError
+from golem.llm import Provider
+from golem.llm.types import Message, Request, Usage
+from golem.tools import Registry
+from golem.trace import Trace
+
+DECLINE_MARK = "DECLINED:"
+
+
+@dataclass
+class Outcome:
+    """How a run ended. `stop` is one of the stop names in SURFACE.md."""
+
+    stop: str
+    steps: int
+    tool_calls: int
+    usage: Usage
+    elapsed: float
+    claimed: str = ""
+    error: str | None = None
+    messages: list[Message] = field(default_factory=list, repr=False)
+
+
+def run(provider: Provider, tools: Registry, *, model: str, system: str, task: str,
+        budget: Budget, trace: Trace, max_tokens: int | None = None) -> Outcome:
+    """Drive the model until it answers, a budget runs out, or the provider fails."""
+    messages = [Message("system", system), Message("user", task)]
+    steps = calls = 0
+    usage = Usage()
+    claimed, error = "", None
+    trace.emit("run_start", provider=provider.name, model=model, tools=[t.name for t in tools.specs],
+               budget={"steps": budget.steps, "tokens": budget.tokens, "wall_s": budget.wall,
+                       "cost": budget.cost}, task=task)
+    try:
+        while True:
+            stop = budget.check(steps, usage)
+            if stop:
+                break
+            steps += 1
+            trace.emit("request", step=steps, messages=len(messages))
+            request = Request(model, messages, tools.specs, max_tokens, budget.deadline)
+            response = provider.complete(request)
+            usage += response.usage
+            reply = response.message
+            messages.append(reply)
+            trace.emit("response", step=steps, finish=response.finish, raw_finish=response.raw_finish,
+                       content=reply.content,
+                       tool_calls=[{"id": c.id, "name": c.name} for c in reply.tool_calls],
+                       usage=vars(response.usage))
+            if response.cut_off:
+                stop = "cut_off"
+                break
+            if not reply.tool_calls:
+                claimed = reply.content
+                declined = claimed.lstrip().upper().startswith(DECLINE_MARK)
+                stop = "declined" if declined else "answered"
+                break
+            for call in reply.tool_calls:
+                calls += 1
+                trace.emit("tool_call", step=steps, id=call.id, name=call.name,
+                           arguments=call.arguments)
+                result = tools.call(call, budget.deadline)
+                trace.emit("tool_result", step=steps, id=call.id, name=call.name,
+                           error=not result.ok, content=result.text)
+                messages.append(Message("tool", result.text, tool_call_id=call.id,
+                                        name=call.name, is_error=not result.ok))
+    except OutOfTime:
+        stop = "wall"
+    except ProviderError as exc:
+        stop, error = "provider_error", str(exc)
+    except KeyboardInterrupt:
+        stop = "interrupted"
+    outcome = Outcome(stop, steps, calls, usage, budget.elapsed(), claimed, error, messages)
+    trace.emit("run_end", stop=stop, steps=steps, tool_calls=calls, tokens=vars(usage),
+               tokens_total=usage.total, cost=usage.cost, elapsed_s=round(outcome.elapsed, 3),
+               claimed=claimed, error=error)
+    return outcome

@@ -1,0 +1,249 @@
+"""The command line: parse flags, build the pieces, turn every error into one line and an
+exit code, in one place (`main`)."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+
+from golem import __version__
+from golem.agent.budget import Budget, parse_duration
+from golem.errors import UsageError
+from golem.llm import KEYS, ProviderConfig, Secret, make_provider, provider_names
+
+DEFAULT_MODELS = {"openrouter": "anthropic/claude-sonnet-4.5", "openai": "gpt-4.1",
+                  "anthropic": "claude-sonnet-4-5", "demo": "demo"}
+DEFAULT_BUDGET = {"steps": 50, "tokens": 2_000_000, "wall": "30m", "cost": 5.0}
+
+EXAMPLES = {
+    "fix": """examples:
+  golem fix -dir . -provider demo                  # offline, scripted (the bundled example)
+  OPENROUTER_API_KEY=... golem fix -dir myrepo
+  golem fix -dir myrepo -test 'python3 -m pytest -q' -steps 30 -cost 1.50 -json
+  golem fix -provider openai -base-url http://127.0.0.1:8080/v1 -model qwen3-coder""",
+    "run": """examples:
+  golem run -dir myrepo -goal 'add type hints to utils.py and keep the tests green'""",
+    "ask": """examples:
+  golem ask -dir docs 'which release added rate limiting, and what is the default?'""",
+    "verify": """examples:
+  golem verify -dir . -test 'python3 -m unittest' -base origin/main""",
+    "undo": """examples:
+  golem undo                     # the last run in this directory's workspace
+  golem undo 20261202-101500-ab12cd""",
+}
+
+
+def _flag(parser: argparse.ArgumentParser, name: str, **kwargs) -> None:
+    """A long flag that works with one dash or two (`-dir` and `--dir`)."""
+    parser.add_argument(f"-{name}", f"--{name}", **kwargs)
+
+
+def _agent_flags(parser: argparse.ArgumentParser, tests: bool = True) -> None:
+    _flag(parser, "dir", default=".", help="the workspace and sandbox boundary (default .)")
+    if tests:
+        _flag(parser, "test", metavar="CMD",
+              help="the command that defines success (default: detected from the repo)")
+    _flag(parser, "model", help="model id (env GOLEM_MODEL; default per provider)")
+    _flag(parser, "provider", help=f"{' | '.join(provider_names())} (env GOLEM_PROVIDER; "
+          "default openrouter)")
+    _flag(parser, "base-url", dest="base_url", metavar="URL", help="endpoint override")
+    _flag(parser, "steps", type=int, default=DEFAULT_BUDGET["steps"],
+          help="model calls at most (0: no limit; default %(default)s)")
+    _flag(parser, "tokens", type=int, default=DEFAULT_BUDGET["tokens"],
+          help="prompt+completion tokens at most (default %(default)s)")
+    _flag(parser, "wall", default=DEFAULT_BUDGET["wall"], metavar="DUR",
+          help="wall-clock time at most, like 90s or 10m (default %(default)s)")
+    _flag(parser, "cost", type=float, default=DEFAULT_BUDGET["cost"], metavar="USD",
+          help="dollars at most, as the provider reports them (default %(default)s)")
+    _flag(parser, "allow", action="append", default=[], metavar="PROG[,PROG]",
+          help="programs run_command may start (repeatable; default none)")
+    _flag(parser, "sandbox", default="auto", choices=["auto", "bwrap", "none"],
+          help="OS isolation of commands (default auto: bwrap when installed)")
+    _flag(parser, "trace", metavar="FILE", help="write the JSONL event stream here")
+    _flag(parser, "json", action="store_true", help="print the result as one JSON object last")
+    _flag(parser, "max-tokens", dest="max_tokens", type=int, default=None,
+          help="completion tokens per model reply (default: the provider's)")
+    _flag(parser, "retries", type=int, default=5, help="provider retries per call (default 5)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="golem", allow_abbrev=False,
+        description="Point an LLM agent at a failing test suite, then verify the result "
+                    "independently.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="start offline:  golem fix -dir examples/broken-calculator -provider demo\n"
+               "help on one command:  golem CMD --help")
+    parser.add_argument("--version", "-version", action="version",
+                        version=f"golem {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False,
+                              epilog=EXAMPLES.get(name),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    fix = command("fix", "fix a failing test suite, then verify the result independently")
+    _agent_flags(fix)
+    _flag(fix, "patch", metavar="FILE", help="write the run's allowed changes as a diff")
+    run = command("run", "run the agent on a free-form goal, same loop, tools and budgets")
+    _agent_flags(run)
+    _flag(run, "goal", required=True, help="what the agent should do")
+    ask = command("ask", "read-only: answer a question from the files in -dir, naming them")
+    _agent_flags(ask, tests=False)
+    ask.add_argument("question", nargs="+", help="the question")
+    tools = command("tools", "print the tool schemas the model sees")
+    _flag(tools, "json", action="store_true", help="as JSON")
+    trace = command("trace", "render a recorded JSONL trace for a person")
+    trace.add_argument("file", help="a trace written with -trace")
+    undo = command("undo", "put the workspace back as it was before a run")
+    undo.add_argument("run", nargs="?", help="run id (default: the last run in -dir)")
+    _flag(undo, "dir", default=".", help="the workspace (default .)")
+    _flag(undo, "force", action="store_true",
+          help="also put back files edited after the run (their later edits are lost)")
+    return parser
+
+
+def _provider_config(args: argparse.Namespace) -> ProviderConfig:
+    name = args.provider or os.environ.get("GOLEM_PROVIDER") or "openrouter"
+    if name not in provider_names():
+        raise UsageError(f"unknown provider {name!r}; choose one of: "
+                         + ", ".join(provider_names()))
+    key = None
+    if name in KEYS:
+        variable, required = KEYS[name]
+        value = os.environ.get(variable, "").strip()
+        if required and not value:
+            raise UsageError(f"{variable} is not set: export it to use -provider {name}, "
+                             "or try golem offline with -provider demo")
+        key = Secret(value) if value else None
+    model = args.model or os.environ.get("GOLEM_MODEL") or DEFAULT_MODELS.get(name, "")
+    if args.retries < 0:
+        raise UsageError("-retries must be 0 or more")
+    return ProviderConfig(name=name, model=model, api_key=key, base_url=args.base_url,
+                          max_attempts=args.retries + 1, max_tokens=args.max_tokens)
+
+
+def _options(args: argparse.Namespace):
+    from golem.workflow.setup import Options
+    for flag in ("steps", "tokens"):
+        if getattr(args, flag) < 0:
+            raise UsageError(f"-{flag} must be 0 (no limit) or more")
+    if args.cost < 0:
+        raise UsageError("-cost must be 0 (no limit) or more")
+    if not os.path.isdir(args.dir):
+        raise UsageError(f"workspace directory not found: {args.dir}")
+    budget = Budget(steps=args.steps, tokens=args.tokens, wall=parse_duration(args.wall),
+                    cost=args.cost)
+    allow = [p.strip() for item in args.allow for p in item.split(",") if p.strip()]
+    return Options(provider=_provider_config(args), dir=args.dir,
+                   test=getattr(args, "test", None), budget=budget, allow=allow,
+                   sandbox=args.sandbox, trace=args.trace, patch=getattr(args, "patch", None))
+
+
+def _agent_command(args: argparse.Namespace) -> int:
+    from golem.trace import Trace
+    from golem.workflow import fix, run
+    options = _options(args)
+    config = options.provider
+    secrets = [config.api_key] if config.api_key else []
+    with Trace(options.trace, sys.stderr, secrets) as trace:
+        config.on_retry = lambda info: trace.emit("retry", **info)
+        provider = make_provider(config)
+        if args.command == "fix":
+            report = fix.fix(options, provider, trace, config.model, secrets)
+            line = report["summary"]
+        elif args.command == "run":
+            report = run.run_goal(options, provider, trace, config.model, args.goal, secrets)
+            line = report["answer"] or f"(no answer: stop={report['stop']})"
+        else:
+            report = run.ask(options, provider, trace, config.model, " ".join(args.question),
+                             secrets)
+            line = report["answer"] or f"(no answer: stop={report['stop']})"
+    code = report.pop("exit_code")
+    print(line)
+    if args.json:
+        print(json.dumps(report, default=str))
+    return code
+
+
+def _tools_command(args: argparse.Namespace) -> int:
+    from golem.tools import commands, files
+    specs = [t.spec for t in files.READ_TOOLS + files.WRITE_TOOLS + commands.TOOLS]
+    if args.json:
+        print(json.dumps([{"name": s.name, "description": s.description,
+                           "parameters": s.parameters} for s in specs], indent=2))
+        return 0
+    for spec in specs:
+        props = spec.parameters.get("properties", {})
+        required = set(spec.parameters.get("required", []))
+        params = ", ".join(p if p in required else f"[{p}]" for p in props)
+        print(f"{spec.name}({params})\n    {spec.description}")
+    return 0
+
+
+def _trace_command(args: argparse.Namespace) -> int:
+    from golem.trace import render
+    try:
+        with open(args.file, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    raise UsageError(f"{args.file}:{number}: not a JSON line") from None
+                text = render(record) if isinstance(record, dict) else None
+                if text:
+                    print(text)
+    except OSError as exc:
+        raise UsageError(f"cannot read trace {args.file}: {exc.strerror}") from None
+    return 0
+
+
+def _undo_command(args: argparse.Namespace) -> int:
+    from golem.workflow import runs
+    root = os.path.realpath(args.dir)
+    path = runs.find_run(root, args.run)
+    restored, skipped = runs.undo(path, force=args.force)
+    for rel in restored:
+        print(f"restored {rel}", file=sys.stderr)
+    for rel in skipped:
+        print(f"kept {rel}: it changed after the run (use -force to put it back anyway)",
+              file=sys.stderr)
+    print(f"undid run {os.path.basename(path)}: {len(restored)} path(s) put back"
+          + (f", {len(skipped)} kept" if skipped else ""))
+    return 1 if skipped else 0
+
+
+HANDLERS = {"fix": _agent_command, "run": _agent_command, "ask": _agent_command,
+            "tools": _tools_command, "trace": _trace_command, "undo": _undo_command}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run golem with `argv` (default: sys.argv[1:]) and return the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and not argv[0].startswith("-") and argv[0] not in HANDLERS:
+        close = difflib.get_close_matches(argv[0], list(HANDLERS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        print(f"golem: unknown command {argv[0]!r}{hint} (see golem --help)", file=sys.stderr)
+        return 2
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return HANDLERS[args.command](args)
+    except UsageError as exc:
+        print(f"golem: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("golem: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,342 @@
+"""POST JSON to a model provider, with bounded reads, retries and a wall-clock deadline.
+
+Only the standard library (urllib). Every failure becomes `ProviderError` or `OutOfTime`; no
+message ever carries the request's credentials.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import math
+import random
+import re
+import ssl
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from golem.errors import OutOfTime, ProviderError
+
+__all__ = ["post_json", "error_detail", "error_code", "RETRY_STATUSES"]
+
+# Statuses worth another try (openai-python and anthropic-sdk also retry any 5xx).
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+# Error types some servers put inside a 200 body instead of a status code.
+_RETRY_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout_error",
+                          "server_error"})
+_CHUNK = 64 * 1024
+_SNIPPET = 200
+
+_HINTS = {
+    401: "check {key}",
+    402: "the account is out of credit",
+    403: "the request was refused: check the key's permissions or the content",
+    404: "check the model name and the base URL",
+    413: "the request is too large",
+}
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    # Following a redirect would resend the Authorization header to wherever it points.
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+class _Failure(Exception):
+    """One failed attempt: what to say, and whether another try may help."""
+
+    def __init__(self, text: str, status: int | None, retryable: bool,
+                 headers: dict[str, str] | None = None):
+        super().__init__(text)
+        self.text = text
+        self.status = status
+        self.retryable = retryable
+        self.headers = headers or {}
+
+
+def post_json(url: str, body: Any, headers: dict[str, str], *, timeout: float,
+              deadline: float | None, max_bytes: int, max_attempts: int, retry_base: float,
+              retry_cap: float, retry_after_cap: float,
+              on_retry: Callable[[dict], None] | None = None,
+              sleep: Callable[[float], None] = time.sleep, label: str = "provider",
+              key_name: str | None = None) -> tuple[int, dict[str, str], Any]:
+    """POST `body` as JSON and return (status, lower-cased headers, parsed JSON).
+
+    Retries connection failures, timeouts and transient statuses (also an error object with a
+    transient code inside a 200) with backoff or the server's Retry-After. Raises OutOfTime
+    when no time is left before `deadline` (a time.monotonic() instant) or a wait would pass
+    it, and ProviderError when the provider fails for good. `label` starts every message;
+    `key_name` (an environment variable) is named when the key is refused.
+    """
+    secrets = _secrets(headers)
+    payload = json.dumps(body).encode()
+    attempts = max(1, int(max_attempts))
+    for attempt in range(1, attempts + 1):
+        budget = timeout
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise OutOfTime(f"{label}: no time left for the model call")
+            budget = min(timeout, left)
+        try:
+            return _attempt(url, payload, headers, budget, max_bytes)
+        except _Failure as failure:
+            text = _scrub(failure.text, secrets)
+            if not failure.retryable or attempt == attempts:
+                message = f"{label}: {text}"
+                hint = _HINTS.get(failure.status or 0)
+                if hint:
+                    message += f" ({hint.format(key=key_name or 'the API key')})"
+                if failure.retryable:
+                    message += f" (gave up after {attempt} attempts)"
+                raise ProviderError(message, status=failure.status,
+                                    retryable=failure.retryable,
+                                    retry_after=_retry_after(failure.headers,
+                                                             retry_after_cap)) from None
+            wait = _retry_after(failure.headers, retry_after_cap)
+            if wait is None:
+                wait = min(retry_base * 2 ** (attempt - 1), retry_cap)
+                wait *= 1 - 0.25 * random.random()
+            if deadline is not None and time.monotonic() + wait >= deadline:
+                raise OutOfTime(f"{label}: {text}; waiting {wait:.1f}s to retry would pass "
+                                f"the deadline") from None
+            if on_retry is not None:
+                on_retry({"status": failure.status, "error": text[:300], "wait": wait,
+                          "attempt": attempt, "max_attempts": attempts})
+            sleep(wait)
+    raise AssertionError("unreachable")  # the loop always returns or raises
+
+
+def _attempt(url: str, payload: bytes, headers: dict[str, str], budget: float,
+             max_bytes: int) -> tuple[int, dict[str, str], Any]:
+    """Make one request; return the parsed reply or raise _Failure."""
+    req = urllib.request.Request(url, data=payload, method="POST",
+                                 headers={"Content-Type": "application/json", **headers})
+    started = time.monotonic()
+    try:
+        try:
+            resp = _OPENER.open(req, timeout=budget)
+        except urllib.error.HTTPError as err:
+            resp = err
+        with resp:
+            status = resp.status if resp.status is not None else resp.code
+            reply_headers = {k.lower(): v for k, v in resp.headers.items()}
+            raw = _read(resp, max_bytes, started + budget)
+    except _Failure:
+        raise
+    except ssl.SSLCertVerificationError as err:
+        raise _Failure(f"TLS certificate rejected for {_where(url)}: {err.verify_message}",
+                       None, False) from None
+    except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError) as err:
+        raise _Failure(_network_text(err, url, budget), None, False) from None
+    return _judge(status, reply_headers, raw)
+
+
+def _read(resp: Any, max_bytes: int, until: float) -> bytes:
+    """Read at most max_bytes; a body that is bigger, or slower than `until`, fails."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = resp.read(min(_CHUNK, max_bytes + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            raise _Failure(f"response larger than {max_bytes} bytes", resp.status, False)
+        # Each recv has its own timeout; this bounds a server that trickles bytes.
+        if time.monotonic() > until:
+            raise TimeoutError("the reply took too long to arrive")
+
+
+def _judge(status: int, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, str], Any]:
+    """Turn one HTTP reply into data or a _Failure saying whether to try again."""
+    ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+    text = raw.decode("utf-8", errors="replace")
+    data: Any = None
+    parsed = False
+    if text.strip() and ("json" in ctype or text.lstrip()[:1] in ("{", "[", '"')):
+        try:
+            data = json.loads(text)
+            parsed = True
+        except ValueError:
+            parsed = False
+    ok = 200 <= status < 300
+    if ok and parsed:
+        code = error_code(data) if _has_error(data) else None
+        if code is None:
+            return status, headers, data
+        retry = _should_retry(code, headers, data)
+        return_status = code if isinstance(code, int) else status
+        raise _Failure(f"error in a {status} reply: {error_detail(data)}", return_status,
+                       retry, headers)
+    retry = _should_retry(status, headers, data if parsed else None)
+    if not text.strip():
+        detail = "empty body"
+    elif not parsed:
+        what = ("invalid JSON" if "json" in ctype
+                else f"non-JSON body ({ctype or 'no content type'})")
+        detail = f"{what}: {_snippet(text)}"
+    else:
+        detail = error_detail(data)
+        if status == 429 and _quota_exhausted(data):
+            detail += " (the quota is used up: check the plan and billing)"
+    if ok:
+        raise _Failure(f"HTTP {status}: {detail}", status, False, headers)
+    if 300 <= status < 400 and headers.get("location"):
+        detail = f"redirected to {_where(headers['location'])}; use that as the base URL"
+    raise _Failure(f"HTTP {status}: {detail}", status, retry, headers)
+
+
+def _should_retry(status: int | str, headers: dict[str, str], data: Any) -> bool:
+    """The retry rules of the official SDKs, with `x-should-retry` having the last word."""
+    override = headers.get("x-should-retry", "").strip().lower()
+    if override in ("true", "false"):
+        return override == "true"
+    if isinstance(status, str):
+        return status in _RETRY_TYPES
+    if status == 429 and _quota_exhausted(data):
+        return False
+    if status == 402:
+        return "retry-after" in headers or "retry-after-ms" in headers
+    return status in RETRY_STATUSES or status >= 500
+
+
+def _quota_exhausted(data: Any) -> bool:
+    err = _error_object(data)
+    return isinstance(err, dict) and "insufficient_quota" in (err.get("code"), err.get("type"))
+
+
+def _retry_after(headers: dict[str, str], cap: float) -> float | None:
+    """Seconds the server asked us to wait, when sane (finite, positive, at most `cap`)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        seconds = _seconds(value.strip(), scale)
+        if seconds is not None and math.isfinite(seconds) and 0 < seconds <= cap:
+            return seconds
+    return None
+
+
+def _seconds(value: str, scale: float) -> float | None:
+    try:
+        return float(value) * scale
+    except ValueError:
+        pass
+    if scale != 1.0:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return (when - datetime.now(timezone.utc)).total_seconds()
+
+
+def _error_object(data: Any) -> Any:
+    """The error inside a reply body, whatever its shape, or None."""
+    if isinstance(data, list):  # Gemini wraps the error object in an array
+        data = next((item for item in data if isinstance(item, dict)), None)
+    if isinstance(data, dict):
+        if data.get("error") is not None:
+            return data["error"]
+        choices = data.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            return choices[0].get("error")
+    return None
+
+
+def _has_error(data: Any) -> bool:
+    return _error_object(data) not in (None, "", {})
+
+
+def error_code(data: Any) -> int | str | None:
+    """The status-like code of the error in a reply body: an int, an error type, or None."""
+    err = _error_object(data)
+    if not isinstance(err, dict):
+        return None if err is None else ""
+    code = err.get("code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    if isinstance(code, str) and code.isdigit():
+        return int(code)
+    return str(err.get("type") or code or "")
+
+
+def error_detail(data: Any) -> str:
+    """A one-line, readable description of the error in a reply body of any known shape."""
+    err = _error_object(data)
+    if err is None:
+        err = data
+    if isinstance(err, str):
+        return _snippet(err)
+    if not isinstance(err, dict):
+        return _snippet(json.dumps(err))
+    parts = [str(err.get("message") or err.get("type") or "unknown error")]
+    code = err.get("code")
+    kind = err.get("type")
+    if isinstance(code, str) and code:
+        parts.append(f"[{code}]")
+    elif isinstance(kind, str) and kind and kind != parts[0]:
+        parts.append(f"[{kind}]")
+    meta = err.get("metadata")
+    if isinstance(meta, dict):
+        if meta.get("provider_name"):
+            parts.append(f"(upstream {meta['provider_name']})")
+        if meta.get("raw"):
+            raw = meta["raw"] if isinstance(meta["raw"], str) else json.dumps(meta["raw"])
+            parts.append(f"upstream said: {_snippet(raw)}")
+    return _snippet(" ".join(parts), 500)
+
+
+def _snippet(text: str, limit: int = _SNIPPET) -> str:
+    """Text without markup, blank runs collapsed, cut to `limit` characters."""
+    text = re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", text)
+    text = re.sub(r"<[^>]*>", " ", text)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _network_text(err: BaseException, url: str, budget: float) -> str:
+    reason = err.reason if isinstance(err, urllib.error.URLError) else err
+    if isinstance(reason, TimeoutError):
+        return f"no reply from {_where(url)} within {budget:.1f}s"
+    if isinstance(reason, ConnectionRefusedError):
+        return f"connection refused by {_where(url)}"
+    if isinstance(reason, (http.client.RemoteDisconnected, ConnectionResetError)):
+        return f"connection to {_where(url)} closed without a reply"
+    detail = str(reason) or type(reason).__name__
+    return f"cannot reach {_where(url)}: {_snippet(detail)}"
+
+
+def _where(url: str) -> str:
+    # The query string may carry a key on some services; never show it.
+    return url.split("?", 1)[0]
+
+
+def _secrets(headers: dict[str, str]) -> list[str]:
+    """Credential values from the request headers, to be blanked out of any message."""
+    found = []
+    for name, value in headers.items():
+        if name.lower() in ("authorization", "x-api-key", "api-key", "x-goog-api-key"):
+            value = str(value)
+            found.append(value)
+            token = value.split(None, 1)[-1]
+            if len(token) >= 4:
+                found.append(token)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text

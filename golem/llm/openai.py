@@ -1,0 +1,222 @@
+"""The OpenAI chat-completions wire format, spoken to OpenRouter, OpenAI and compatible servers.
+
+Replies vary a lot between servers (see the field notes on reply shapes), so parsing goes by
+what is present rather than by what `finish_reason` claims.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import string
+from typing import Any
+
+from golem.errors import ProviderError
+from golem.llm import KEYS, ProviderConfig
+from golem.llm.http import RETRY_STATUSES, error_code, error_detail, post_json
+from golem.llm.types import Message, Request, Response, ToolCall, Usage
+
+__all__ = ["OpenAICompatible"]
+
+_ATTRIBUTION = {"HTTP-Referer": "https://github.com/golem-agent/golem", "X-Title": "golem"}
+_ID_CHARS = string.ascii_letters + string.digits
+# Keys of an assistant message that golem builds itself; `extra` never overrides them.
+_OWN_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})
+
+
+class OpenAICompatible:
+    """A provider for any server that speaks OpenAI's `/chat/completions`."""
+
+    def __init__(self, config: ProviderConfig, *, default_base: str, name: str):
+        self.name = name
+        self._config = config
+        base = config.base_url
+        if not base and name == "openai":
+            base = os.environ.get("OPENAI_BASE_URL") or None
+        self.base_url = (base or default_base).rstrip("/")
+        self._url = self.base_url + "/chat/completions"
+
+    def __repr__(self) -> str:
+        return (f"OpenAICompatible(name={self.name!r}, base_url={self.base_url!r}, "
+                f"model={self._config.model!r})")
+
+    def complete(self, request: Request) -> Response:
+        """Send the conversation and return the model's next message in golem's terms."""
+        config = self._config
+        key_name = KEYS.get(self.name, (None, False))[0]
+        _, _, data = post_json(
+            self._url, self._body(request), self._headers(),
+            timeout=config.timeout, deadline=request.deadline,
+            max_bytes=config.max_response_bytes, max_attempts=config.max_attempts,
+            retry_base=config.retry_base, retry_cap=config.retry_cap,
+            retry_after_cap=config.retry_after_cap, on_retry=config.on_retry,
+            label=self.name, key_name=key_name)
+        return self._parse(data)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._config.api_key:
+            headers["Authorization"] = f"Bearer {self._config.api_key}"
+        if self.name == "openrouter":
+            headers.update(_ATTRIBUTION)
+        return headers
+
+    def _body(self, request: Request) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model or self._config.model,
+            "messages": [_wire_message(m) for m in request.messages],
+        }
+        if request.tools:
+            body["tools"] = [{"type": "function",
+                              "function": {"name": t.name, "description": t.description,
+                                           "parameters": t.parameters}}
+                             for t in request.tools]
+        max_tokens = request.max_tokens or self._config.max_tokens
+        if max_tokens:
+            body["max_tokens"] = max_tokens
+        if self.name == "openrouter":
+            body["usage"] = {"include": True}  # asks OpenRouter to report the cost
+        return body
+
+    def _parse(self, data: Any) -> Response:
+        fail = f"{self.name}: "
+        if not isinstance(data, dict):
+            raise ProviderError(fail + f"reply was not a JSON object but {type(data).__name__}")
+        if data.get("error"):
+            raise _error(fail, data)
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ProviderError(fail + "reply had no choices")
+        choice = choices[0]
+        raw_finish = choice.get("finish_reason")
+        if raw_finish == "error":
+            raise _error(fail, data, "generation failed (finish_reason error)")
+        wire = choice.get("message")
+        if not isinstance(wire, dict):
+            raise ProviderError(fail + "reply had no message")
+        message = Message(role="assistant", content=_text(wire.get("content")),
+                          tool_calls=_tool_calls(wire.get("tool_calls")))
+        details = wire.get("reasoning_details")
+        if isinstance(details, list) and details:
+            message.extra["reasoning_details"] = details
+        thinking = wire.get("reasoning_content")
+        if isinstance(thinking, str) and thinking:
+            message.extra["reasoning_content"] = thinking
+        if message.tool_calls:
+            finish = "tool_calls"
+        elif raw_finish == "length":
+            finish = "length"
+        elif raw_finish == "content_filter":
+            finish = "refusal"
+        else:
+            finish = "stop"
+        return Response(message=message, finish=finish, usage=_usage(data.get("usage")),
+                        raw_finish=raw_finish if isinstance(raw_finish, str) else None)
+
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    """One golem message in the chat-completions shape."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "",
+                "content": message.content}
+    if message.role != "assistant":
+        return {"role": message.role, "content": message.content}
+    wire: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        wire["content"] = message.content or None
+        wire["tool_calls"] = [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+            for call in message.tool_calls]
+    for key, value in message.extra.items():
+        if key not in _OWN_KEYS:
+            wire[key] = value
+    return wire
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
+        return "".join(part.get("text") or "" for part in content
+                       if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return ""
+
+
+def _tool_calls(raw: Any) -> list[ToolCall]:
+    if not isinstance(raw, list):
+        return []
+    calls = []
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        function = item.get("function")
+        function = function if isinstance(function, dict) else {}
+        arguments, error = _arguments(function.get("arguments"))
+        call_id = item.get("id")
+        if not isinstance(call_id, str) or not call_id.strip():
+            call_id = _new_id()
+        calls.append(ToolCall(id=call_id, name=str(function.get("name") or ""),
+                              arguments=arguments, error=error))
+    return calls
+
+
+def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """The arguments as a dict, or ({}, why) when they are not a JSON object."""
+    if raw is None:
+        return {}, None
+    if isinstance(raw, dict):  # a few servers send the object itself
+        return raw, None
+    if not isinstance(raw, str):
+        return {}, f"arguments were not a JSON object: got {type(raw).__name__}"
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError as err:
+        return {}, f"arguments were not a JSON object: invalid JSON ({err})"
+    if not isinstance(value, dict):
+        return {}, f"arguments were not a JSON object: got {type(value).__name__}"
+    return value, None
+
+
+def _new_id() -> str:
+    # Nine alphanumerics: the one id shape every server accepts (Mistral templates demand it).
+    return "".join(secrets.choice(_ID_CHARS) for _ in range(9))
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if not _is_number(cached):
+        cached = raw.get("cached_tokens")
+    if not _is_number(cached):
+        cached = raw.get("prompt_cache_hit_tokens")
+    cost = raw.get("cost")
+    return Usage(prompt=_count(raw.get("prompt_tokens")),
+                 completion=_count(raw.get("completion_tokens")),
+                 cached=_count(cached),
+                 cost=float(cost) if _is_number(cost) else None)
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _count(value: Any) -> int:
+    return int(value) if _is_number(value) and value >= 0 else 0
+
+
+def _error(prefix: str, data: dict, fallback: str = "error in the reply") -> ProviderError:
+    """A ProviderError for an error reported inside a 200 reply."""
+    code = error_code(data)
+    has_error = code is not None
+    detail = error_detail(data) if has_error else fallback
+    status = code if isinstance(code, int) else None
+    retryable = status is not None and (status in RETRY_STATUSES or status >= 500)
+    return ProviderError(prefix + detail, status=status, retryable=retryable)

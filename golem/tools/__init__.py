@@ -1,0 +1,114 @@
+"""The tools the model may call, and the registry that runs them.
+
+A tool is a `ToolSpec` (what the model sees) plus a function `(Context, **arguments) -> str`.
+Every failure a model can recover from comes back as text starting with `Error:`; the
+registry never lets a tool end the run (only `OutOfTime` and Ctrl-C pass through).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from golem.errors import OutOfTime, ToolError
+from golem.llm.types import ToolCall, ToolSpec
+from golem.trace import redact
+
+__all__ = ["Context", "Registry", "Tool", "ToolResult", "default_registry"]
+
+
+@dataclass
+class Context:
+    """What tools may touch: the workspace, how commands run, and the test command."""
+
+    workspace: Any                      # golem.tools.workspace.Workspace
+    test_argv: list[str] | None = None
+    allow: set[str] = field(default_factory=set)
+    env: dict[str, str] = field(default_factory=dict)
+    wrap: Callable[[list[str]], list[str]] | None = None
+    command_timeout: float = 300.0
+    output_cap: int = 20_000
+    deadline: float | None = None
+
+    def timeout(self) -> float:
+        """The command timeout, shortened so no command outlives the wall budget."""
+        if self.deadline is None:
+            return self.command_timeout
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise OutOfTime("wall-clock budget spent")
+        return min(self.command_timeout, left)
+
+
+@dataclass
+class ToolResult:
+    text: str
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class Tool:
+    spec: ToolSpec
+    run: Callable[..., str]
+
+
+_JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict, "boolean": bool}
+
+
+def _check_arguments(spec: ToolSpec, args: dict[str, Any]) -> str | None:
+    """A reason the arguments do not fit the schema, or None."""
+    props = spec.parameters.get("properties", {})
+    for name in spec.parameters.get("required", []):
+        if name not in args:
+            return f"missing required argument {name!r}"
+    for name, value in args.items():
+        if name not in props:
+            return f"unknown argument {name!r}; {spec.name} takes: {', '.join(props) or 'nothing'}"
+        want = props[name].get("type")
+        kind = _JSON_TYPES.get(want)
+        if kind and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+            return f"argument {name!r} must be a JSON {want}"
+        if want == "array" and not all(isinstance(v, str) for v in value):
+            return f"argument {name!r} must be a list of strings"
+    return None
+
+
+class Registry:
+    """Name -> Tool; `call` runs one model tool call and always returns a ToolResult."""
+
+    def __init__(self, context: Context, tools: list[Tool], secrets: list[str] | None = None):
+        self.context = context
+        self.tools = {tool.spec.name: tool for tool in tools}
+        self.secrets = secrets or []
+
+    @property
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec for tool in self.tools.values()]
+
+    def call(self, call: ToolCall, deadline: float | None = None) -> ToolResult:
+        self.context.deadline = deadline
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return ToolResult(f"Error: unknown tool {call.name!r}; the tools are: "
+                              + ", ".join(self.tools), ok=False)
+        problem = call.error or _check_arguments(tool.spec, call.arguments)
+        if problem:
+            return ToolResult(f"Error: {call.name}: {problem}", ok=False)
+        try:
+            text, ok = tool.run(self.context, **call.arguments), True
+        except ToolError as exc:
+            text, ok = f"Error: {exc}", False
+        except (OutOfTime, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a bug in a tool must not end an unattended run
+            text, ok = f"Error: {call.name} failed unexpectedly: {type(exc).__name__}: {exc}", False
+        return ToolResult(redact(text, self.secrets), ok)
+
+
+def default_registry(context: Context, secrets: list[str] | None = None,
+                     read_only: bool = False) -> Registry:
+    """The registry golem gives the model: every tool, or only the reading ones."""
+    from golem.tools import commands, files
+    tools = files.READ_TOOLS if read_only else files.READ_TOOLS + files.WRITE_TOOLS + commands.TOOLS
+    return Registry(context, tools, secrets)

@@ -1,0 +1,205 @@
+"""File tools: list_files, read_file, write_file, edit_file, search_files."""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+
+from golem.errors import ToolError
+from golem.llm.types import ToolSpec
+from golem.tools import Context, Tool
+
+READ_LINES = 200            # lines read_file shows when no limit is given
+READ_CHARS = 40_000         # characters read_file returns at most
+MAX_FILE = 16 * 1024 * 1024 # bytes read_file, edit_file and search_files will load
+LIST_MAX = 400              # entries list_files shows
+SEARCH_MAX = 50             # matches search_files shows
+LINE_CHARS = 240            # characters of one matching line search_files shows
+
+
+def _load_text(ctx: Context, path: str) -> str:
+    data, size = ctx.workspace.read_bytes(path, MAX_FILE)
+    if size > MAX_FILE:
+        raise ToolError(f"{path} is {size} bytes, too large to load whole; "
+                        "use read_file with offset and limit, or search_files")
+    if b"\0" in data[:8192]:
+        raise ToolError(f"{path} is a binary file ({size} bytes); it cannot be shown as text")
+    return data.decode("utf-8", errors="replace")
+
+
+def list_files(ctx: Context, path: str = ".") -> str:
+    """Every file below `path`, one per line, skipping VCS, caches and virtual environments."""
+    rel = ctx.workspace.resolve(path)
+    if not ctx.workspace.is_dir(rel):
+        if ctx.workspace.exists(rel):
+            return rel
+        raise ToolError(f"no such directory: {path}; call list_files with path '.' to see the tree")
+    names, total = [], 0
+    for name in ctx.workspace.walk(rel):
+        total += 1
+        if len(names) < LIST_MAX:
+            names.append(name)
+    if not names:
+        return f"(no files below {rel})"
+    if total > len(names):
+        names.append(f"[{total - len(names)} more files not shown; list a subdirectory]")
+    return "\n".join(names)
+
+
+def read_file(ctx: Context, path: str, offset: int = 1, limit: int = 0) -> str:
+    """Lines of a text file, numbered, from `offset` (1-based) for `limit` lines."""
+    rel = ctx.workspace.resolve(path)
+    lines = _load_text(ctx, rel).splitlines()
+    if offset < 1:
+        raise ToolError("offset is the first line to show, counting from 1")
+    if limit < 0:
+        raise ToolError("limit is a number of lines; leave it out for the default")
+    if not lines:
+        return f"({rel} is empty)"
+    if offset > len(lines):
+        raise ToolError(f"{rel} has {len(lines)} lines; offset {offset} is past the end")
+    end = min(len(lines), offset - 1 + (limit or READ_LINES))
+    out, size = [], 0
+    for number in range(offset, end + 1):
+        row = f"{number:6}\t{lines[number - 1]}"
+        if size + len(row) > READ_CHARS and out:
+            end = number - 1
+            break
+        out.append(row)
+        size += len(row) + 1
+    if end < len(lines):
+        out.append(f"[lines {offset}-{end} of {len(lines)}; call read_file with "
+                   f"offset={end + 1} to read on]")
+    return "\n".join(out)
+
+
+def _syntax_note(rel: str, text: str) -> str:
+    """A warning when a Python file no longer compiles, so the model hears at once."""
+    if not rel.endswith(".py"):
+        return ""
+    try:
+        compile(text, rel, "exec")
+    except SyntaxError as exc:
+        return f"\nWarning: {rel} now has a syntax error at line {exc.lineno}: {exc.msg}"
+    except ValueError:
+        return ""
+    return ""
+
+
+def write_file(ctx: Context, path: str, content: str) -> str:
+    """Create or replace a file atomically."""
+    rel = ctx.workspace.resolve(path)
+    if ctx.workspace.is_dir(rel):
+        raise ToolError(f"{rel} is a directory; give a file path")
+    created = ctx.workspace.write_bytes(rel, content.encode("utf-8"))
+    verb = "created" if created else "replaced"
+    return f"{verb} {rel} ({len(content.splitlines())} lines)" + _syntax_note(rel, content)
+
+
+def _closest(text: str, needle: str) -> str:
+    """The lines of `text` that look most like the first line of `needle`, numbered."""
+    lines = text.splitlines()
+    first = next((l for l in needle.splitlines() if l.strip()), needle).strip()
+    scored = sorted(((difflib.SequenceMatcher(None, first, line.strip()).ratio(), i)
+                     for i, line in enumerate(lines)), reverse=True)[:3]
+    rows = [f"{i + 1:6}\t{lines[i]}" for ratio, i in sorted(scored, key=lambda s: s[1])
+            if ratio > 0.5]
+    return ("; the closest lines are:\n" + "\n".join(rows)) if rows else ""
+
+
+def edit_file(ctx: Context, path: str, old_string: str, new_string: str) -> str:
+    """Replace the one occurrence of `old_string` with `new_string`."""
+    rel = ctx.workspace.resolve(path)
+    text = _load_text(ctx, rel)
+    if not old_string:
+        raise ToolError("old_string is empty; to create a file use write_file")
+    count = text.count(old_string)
+    if count == 0 and "\r\n" in text and "\r\n" not in old_string:
+        # the model writes \n; the file uses \r\n: match and replace in the file's convention
+        old_string = old_string.replace("\n", "\r\n")
+        new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
+        count = text.count(old_string)
+    if count == 0:
+        raise ToolError(f"old_string was not found in {rel}{_closest(text, old_string)}\n"
+                        "Copy the text exactly, including indentation (read_file shows it).")
+    if count > 1:
+        starts = [m.start() for m in re.finditer(re.escape(old_string), text)]
+        lines = ", ".join(str(text.count("\n", 0, s) + 1) for s in starts[:10])
+        raise ToolError(f"old_string occurs {count} times in {rel} (lines {lines}); "
+                        "include more surrounding lines so it occurs exactly once")
+    updated = text.replace(old_string, new_string, 1)
+    ctx.workspace.write_bytes(rel, updated.encode("utf-8"))
+    line = text.count("\n", 0, text.index(old_string)) + 1
+    return f"edited {rel} at line {line}" + _syntax_note(rel, updated)
+
+
+def search_files(ctx: Context, pattern: str, path: str = ".", glob: str = "") -> str:
+    """Lines matching a regular expression, as `path:line: text`."""
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise ToolError(f"bad regular expression {pattern!r}: {exc}") from None
+    rel = ctx.workspace.resolve(path)
+    files = [rel] if ctx.workspace.exists(rel) and not ctx.workspace.is_dir(rel) \
+        else ctx.workspace.walk(rel)
+    hits, more = [], 0
+    for name in files:
+        if glob and not (fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(name.rsplit("/", 1)[-1], glob)):
+            continue
+        try:
+            data, size = ctx.workspace.read_bytes(name, MAX_FILE)
+        except ToolError:
+            continue
+        if b"\0" in data[:8192]:
+            continue
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if regex.search(line):
+                if len(hits) < SEARCH_MAX:
+                    hits.append(f"{name}:{number}: {line.strip()[:LINE_CHARS]}")
+                else:
+                    more += 1
+    if not hits:
+        return f"no matches for {pattern!r}"
+    if more:
+        hits.append(f"[{more} more matches not shown; narrow the pattern, path or glob]")
+    return "\n".join(hits)
+
+
+def _spec(name: str, description: str, properties: dict, required: list[str]) -> ToolSpec:
+    return ToolSpec(name, description, {"type": "object", "properties": properties,
+                                        "required": required, "additionalProperties": False})
+
+
+_PATH = {"type": "string", "description": "a path relative to the workspace root"}
+
+READ_TOOLS = [
+    Tool(_spec("list_files", "List the files below a directory of the workspace (recursively; "
+               "VCS, caches and virtual environments are skipped).",
+               {"path": {**_PATH, "description": "directory to list (default '.')"}}, []),
+         list_files),
+    Tool(_spec("read_file", f"Read a text file with numbered lines. Shows {READ_LINES} lines "
+               "unless `limit` says otherwise; use `offset` to read on.",
+               {"path": _PATH,
+                "offset": {"type": "integer", "description": "first line to show, from 1"},
+                "limit": {"type": "integer", "description": "number of lines to show"}},
+               ["path"]), read_file),
+    Tool(_spec("search_files", "Search file contents with a regular expression (Python syntax). "
+               f"Returns up to {SEARCH_MAX} matches as path:line: text.",
+               {"pattern": {"type": "string", "description": "regular expression"},
+                "path": {**_PATH, "description": "directory or file to search (default '.')"},
+                "glob": {"type": "string", "description": "only files matching, e.g. '*.py'"}},
+               ["pattern"]), search_files),
+]
+
+WRITE_TOOLS = [
+    Tool(_spec("write_file", "Create a file or replace its whole content.",
+               {"path": _PATH, "content": {"type": "string", "description": "the new content"}},
+               ["path", "content"]), write_file),
+    Tool(_spec("edit_file", "Replace one exact occurrence of old_string with new_string in a "
+               "file. old_string must occur exactly once: include enough context.",
+               {"path": _PATH,
+                "old_string": {"type": "string", "description": "exact text to replace"},
+                "new_string": {"type": "string", "description": "replacement text"}},
+               ["path", "old_string", "new_string"]), edit_file),
+]

@@ -1,0 +1,225 @@
+"""Running the programs the model asks for: no shell, bounded time, bounded output.
+
+Each command runs in its own session so a timeout can kill the whole process group, not just
+the direct child; the pipe is drained with a deadline so a grandchild that keeps it open can
+never hang golem; only the head and tail of the output are kept, so `yes` cannot exhaust
+memory.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from golem.errors import ToolError
+
+__all__ = ["Completed", "run", "command_env", "resolve_program", "ENV_ALLOWLIST"]
+
+ENV_ALLOWLIST = (
+    "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "PYENV_ROOT", "PYENV_VERSION",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "GOPATH", "GOROOT", "GOCACHE", "CARGO_HOME", "RUSTUP_HOME",
+    "JAVA_HOME", "NODE_PATH",
+)
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL",
+                "PRIVATE", "CERT")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+TERM_GRACE = 0.5      # seconds between SIGTERM and SIGKILL
+EXIT_GRACE = 0.3      # seconds to keep reading after the child exits, before killing leftovers
+DRAIN_LIMIT = 1.0     # seconds to read what is left once the group has been killed
+_POLL = 0.05
+
+
+@dataclass
+class Completed:
+    """The outcome of one command.
+
+    `exit_code` is None when the program could not be started, negative when a signal ended
+    it; `output` is stdout and stderr interleaved, with the middle cut out when `truncated`.
+    """
+
+    argv: list[str]
+    exit_code: int | None
+    output: str
+    timed_out: bool
+    elapsed: float
+    truncated: bool
+
+
+class _Capture:
+    """Keeps the first `head_cap` and the last `tail_cap` bytes of a stream."""
+
+    def __init__(self, cap: int):
+        self.head_cap = cap // 2
+        self.tail_cap = cap - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            # Trimming only when twice over keeps appends amortised O(1).
+            if len(self.tail) > 2 * self.tail_cap + 65536:
+                del self.tail[:len(self.tail) - self.tail_cap]
+
+    def text(self) -> tuple[str, bool]:
+        tail = bytes(self.tail[-self.tail_cap:]) if self.tail_cap else b""
+        head = bytes(self.head)
+        omitted = self.total - len(head) - len(tail)
+        if omitted <= 0:
+            return (head + tail).decode("utf-8", errors="replace"), False
+        head = _cut_head(head)
+        tail = _cut_tail(tail)
+        omitted = self.total - len(head) - len(tail)
+        marker = f"\n[... {omitted} bytes omitted ...]\n"
+        return (head.decode("utf-8", errors="replace") + marker
+                + tail.decode("utf-8", errors="replace")), True
+
+
+def _cut_head(data: bytes) -> bytes:
+    """`data` without a UTF-8 sequence left incomplete at its end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 == 0x80:
+            continue                      # continuation byte: keep looking for the lead
+        if byte < 0x80:
+            return data
+        need = 2 if byte >= 0xC0 and byte < 0xE0 else 3 if byte < 0xF0 else 4
+        return data if back >= need else data[:-back]
+    return data
+
+
+def _cut_tail(data: bytes) -> bytes:
+    """`data` without continuation bytes whose lead byte was cut away."""
+    skip = 0
+    while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
+        skip += 1
+    return data[skip:]
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_until(sel: selectors.BaseSelector, fd: int, capture: _Capture, until: float,
+                proc: subprocess.Popen | None = None) -> bool:
+    """Read into `capture` until EOF (True), `until` passes, or `proc` exits (False)."""
+    while True:
+        left = until - time.monotonic()
+        if left <= 0:
+            return False
+        if proc is not None and proc.poll() is not None:
+            return False
+        for _key, _events in sel.select(min(left, _POLL)):
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return True
+            capture.add(chunk)
+
+
+def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: int = 32_000,
+        wrap: Callable[[list[str]], list[str]] | None = None) -> Completed:
+    """Run `argv` without a shell and return what happened; never raises for a bad program.
+
+    stdin is /dev/null; stdout and stderr share one pipe. On timeout the whole process group
+    gets SIGTERM, then SIGKILL, and the output so far is kept. `wrap` rewrites the argv just
+    before spawning (an OS sandbox wrapper).
+    """
+    argv = list(argv)
+    spawn = wrap(list(argv)) if wrap is not None else argv
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(spawn, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        name = argv[0] if argv else ""
+        return Completed(argv, None, f"cannot start {name!r}: {reason}", False,
+                         time.monotonic() - start, False)
+    capture = _Capture(cap)
+    timed_out = False
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            deadline = start + timeout
+            eof = _read_until(sel, fd, capture, deadline, proc)
+            if not eof and proc.poll() is not None:
+                # The child is gone; its output may still be in flight, or a grandchild may
+                # hold the pipe open forever. Read a little longer, then stop waiting for it.
+                eof = _read_until(sel, fd, capture, min(deadline, time.monotonic() + EXIT_GRACE))
+            if proc.poll() is None:
+                try:
+                    proc.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+            if timed_out:
+                _killpg(proc.pid, signal.SIGTERM)
+                grace_end = time.monotonic() + TERM_GRACE
+                if not eof:
+                    eof = _read_until(sel, fd, capture, grace_end, proc)
+                try:
+                    proc.wait(max(0.0, grace_end - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            # Whatever is left of the group (stragglers, background grandchildren) goes too.
+            _killpg(proc.pid, signal.SIGKILL)
+            if not eof:
+                _read_until(sel, fd, capture, time.monotonic() + DRAIN_LIMIT)
+    finally:
+        proc.stdout.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    output, truncated = capture.text()
+    return Completed(argv, proc.returncode, output, timed_out, time.monotonic() - start,
+                     truncated)
+
+
+def command_env(home: str, tmpdir: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for model-requested commands: an allowlist, with secrets removed.
+
+    Any variable whose name looks like a credential is dropped, even one given in `extra`.
+    """
+    env = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
+    env.setdefault("PATH", DEFAULT_PATH)
+    env.update(HOME=home, TMPDIR=tmpdir, PYTHONDONTWRITEBYTECODE="1")
+    env.update(extra or {})
+    return {name: value for name, value in env.items()
+            if not any(word in name.upper() for word in SECRET_WORDS)}
+
+
+def resolve_program(name: str, allowed: Iterable[str], path: str) -> str:
+    """The absolute path of an allowed program found on `path`, else ToolError."""
+    allowed = sorted(set(allowed))
+    if not isinstance(name, str) or not name or "/" in name or "\0" in name:
+        raise ToolError(f"{name!r} is not a bare program name; give just the name, like "
+                        f"{allowed[0] if allowed else 'pytest'!r}, not a path")
+    if name not in allowed:
+        raise ToolError(f"{name!r} is not an allowed program; allowed: "
+                        + (", ".join(allowed) or "none"))
+    found = shutil.which(name, path=path)
+    if found is None:
+        raise ToolError(f"{name!r} is allowed but not installed on PATH")
+    return os.path.abspath(found)

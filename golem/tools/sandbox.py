@@ -1,0 +1,97 @@
+"""OS-level isolation for every command golem starts, test runs included (bubblewrap).
+
+With `bwrap` the command sees the whole filesystem read-only, except the workspace and
+golem's scratch directory; `/tmp` is private; home directories are hidden behind empty
+tmpfs mounts, with read-only binds back for the Python installation and the toolchains on
+PATH that live there; `.git` is read-only; there is no network and no view of other processes.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from typing import Callable
+
+from golem.errors import UsageError
+
+MODES = ("auto", "bwrap", "none")
+HIDDEN = ("/root", "/home")
+
+
+def _hidden_under(path: str, hidden: list[str]) -> bool:
+    return any(path == h or path.startswith(h + "/") for h in hidden)
+
+
+def _binds_back(hidden: list[str], env_path: str) -> list[str]:
+    """Directories under a hidden home that commands still need: Pythons and PATH entries."""
+    wanted = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    for entry in env_path.split(os.pathsep):
+        if entry and os.path.isdir(entry):
+            wanted.add(os.path.realpath(entry))
+            # pyenv-style shims and version trees live next to each other
+            parent = os.path.dirname(os.path.realpath(entry))
+            if os.path.basename(parent) in (".pyenv", ".cargo", ".rustup", ".nvm", ".local"):
+                wanted.add(parent)
+    keep = sorted(p for p in wanted if _hidden_under(p, hidden))
+    # drop any path already covered by a shorter one
+    return [p for p in keep if not any(p != q and p.startswith(q + "/") for q in keep)]
+
+
+def bwrap_argv(bwrap: str, root: str, scratch: str, env_path: str) -> list[str]:
+    """The bubblewrap prefix for commands in workspace `root`."""
+    hidden = [h for h in HIDDEN if os.path.isdir(h)]
+    home = os.path.expanduser("~")
+    if os.path.isdir(home) and not _hidden_under(home, hidden) and home != "/":
+        hidden.append(home)
+    args = [bwrap, "--new-session", "--die-with-parent", "--unshare-pid", "--unshare-net",
+            "--unshare-ipc", "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev",
+            "--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in hidden:
+        args += ["--tmpfs", path]
+    for path in _binds_back(hidden, env_path):
+        args += ["--ro-bind", path, path]
+    args += ["--bind", scratch, scratch, "--bind", root, root]
+    git = os.path.join(root, ".git")
+    if os.path.exists(git):
+        args += ["--ro-bind", git, git]
+    return args + ["--chdir", root, "--"]
+
+
+@functools.lru_cache(maxsize=4)
+def usable(bwrap: str) -> str | None:
+    """None when bubblewrap can build its namespaces here, else why not (e.g. AppArmor)."""
+    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+             "--unshare-pid", "--unshare-net", "--new-session", "--die-with-parent", "true"]
+    try:
+        done = subprocess.run(probe, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode != 0:
+        return done.stderr.decode(errors="replace").strip().splitlines()[-1:][0] \
+            if done.stderr.strip() else f"exit {done.returncode}"
+    return None
+
+
+def wrapper(mode: str, root: str, scratch: str,
+            env_path: str | None = None) -> tuple[Callable[[list[str]], list[str]] | None, str]:
+    """The argv transformer for `mode`, and a sentence saying what it promises."""
+    if mode not in MODES:
+        raise UsageError(f"unknown -sandbox {mode!r}; choose one of: {', '.join(MODES)}")
+    bwrap = shutil.which("bwrap") if mode != "none" else None
+    if mode == "bwrap" and not bwrap:
+        raise UsageError("-sandbox bwrap: bubblewrap is not installed (apt-get install "
+                         "bubblewrap), or use -sandbox none")
+    broken = usable(bwrap) if bwrap else None
+    if mode == "bwrap" and broken:
+        raise UsageError(f"-sandbox bwrap: bubblewrap cannot run here ({broken}); "
+                         "or use -sandbox none")
+    if not bwrap or broken:
+        why = ("-sandbox none" if mode == "none" else
+               f"bubblewrap cannot run here: {broken}" if broken else "bubblewrap not installed")
+        return None, f"none ({why}): commands run unconfined, with a scrubbed environment"
+    prefix = bwrap_argv(bwrap, root, scratch, env_path or os.environ.get("PATH", ""))
+    return (lambda argv: prefix + argv), "bwrap: read-only system, no network, homes hidden"

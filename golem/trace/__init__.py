@@ -1,0 +1,111 @@
+"""The run's record: a JSONL event stream on disk and a readable stream on the console.
+
+Every event is written and flushed the moment it happens, so a run that crashes or is killed
+still leaves a complete record up to that point. The sink never raises on an odd value (it
+falls back to `repr`) and never writes a secret: every registered secret value is replaced
+before a line reaches a file or the console.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+from typing import Any, Iterable, TextIO
+
+REDACTED = "[redacted]"
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """Replace every secret value in `text` (secrets shorter than 8 characters are ignored)."""
+    for secret in secrets:
+        if secret and len(secret) >= 8 and secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _compact(value: Any, limit: int = 160) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=repr, separators=(",", ":"))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def render(record: dict[str, Any]) -> str | None:
+    """The console line for one event, or None for events a person need not see live."""
+    event = record.get("event")
+    step = record.get("step", "")
+    if event == "request":
+        return f"{step} > asking model [messages={record.get('messages')}]"
+    if event == "tool_call":
+        return f"{step} | {record.get('name')} [args={_compact(record.get('arguments', {}))}]"
+    if event == "tool_result" and record.get("error"):
+        first = str(record.get("content", "")).splitlines()[:1]
+        return f"{step} ! {record.get('name')} [{_compact(first[0] if first else '', 120)}]"
+    if event == "retry":
+        return (f"  ~ provider retry [status={record.get('status')} wait={record.get('wait'):.1f}s"
+                f" attempt={record.get('attempt')}/{record.get('max_attempts')}"
+                f" error={_compact(record.get('error', ''), 80)}]")
+    if event == "run_end":
+        ms = round(1000 * float(record.get("elapsed_s", 0)))
+        extra = f" error={_compact(record['error'], 200)}" if record.get("error") else ""
+        return (f"* run finished [stop={record.get('stop')} steps={record.get('steps')} "
+                f"tool_calls={record.get('tool_calls')} tokens={record.get('tokens_total')} "
+                f"elapsed={ms}ms{extra}]")
+    if event == "baseline":
+        return f". baseline [{record.get('summary')}]"
+    if event == "verdict":
+        return f". verdict [summary={record.get('summary')}]"
+    if event == "note":
+        return f". {record.get('message')}"
+    return None
+
+
+class Trace:
+    """Writes events to a JSONL file (optional) and renders them on a console stream (optional)."""
+
+    def __init__(self, path: str | None = None, console: TextIO | None = None,
+                 secrets: Iterable[str] = ()):
+        self.path = path
+        self.console = console
+        self.secrets = [s for s in secrets if s]
+        self._file = open(path, "a", encoding="utf-8") if path else None
+
+    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Record one event now; returns the record as written (before redaction)."""
+        record = {"event": event, "time": _now(), **fields}
+        if self._file is not None:
+            line = json.dumps(record, ensure_ascii=False, default=repr)
+            self._file.write(redact(line, self.secrets) + "\n")
+            self._file.flush()
+        if self.console is not None:
+            text = render(record)
+            if text is not None:
+                try:
+                    self.console.write(redact(text, self.secrets) + "\n")
+                    self.console.flush()
+                except (OSError, ValueError):
+                    pass  # a closed console must not end the run
+        return record
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def null_trace() -> Trace:
+    """A trace that records nothing (for library callers that want no output)."""
+    return Trace()
+
+
+def stderr_trace(path: str | None, secrets: Iterable[str] = ()) -> Trace:
+    return Trace(path, sys.stderr, secrets)

@@ -1,0 +1,1 @@
+"""The workflows behind the commands: fix (baseline, agent, verdict), run, verify, undo."""

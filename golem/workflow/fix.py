@@ -1,0 +1,118 @@
+"""`golem fix`: baseline, the agent run, then golem's own verdict.
+
+    baseline  run the suite (per-test evidence where the runner allows); green -> ALREADY_GREEN
+    snapshot  fingerprint and keep a copy of every file, outside the workspace
+    agent     the model works under the budgets
+    verdict   compare with the snapshot (protected paths -> REJECTED), re-run the suite, grade
+"""
+
+from __future__ import annotations
+
+import os
+
+from golem import agent
+from golem.agent import prompts
+from golem.llm import Provider
+from golem.tools import default_registry
+from golem.trace import Trace
+from golem.workflow import runs
+from golem.workflow.patch import make_patch
+from golem.workflow.protect import new_tests, protected_changes
+from golem.workflow.setup import Options, Setup
+from golem.workflow.snapshot import Snapshot, compare, fingerprint
+from golem.workflow.suite import SuiteResult, run_suite
+from golem.workflow.verdict import Verdict, judge
+
+
+def _tail(text: str, lines: int = 40, chars: int = 4000) -> str:
+    tail = "\n".join(text.rstrip().splitlines()[-lines:])
+    return tail[-chars:]
+
+
+def suite(setup: Setup, label: str) -> SuiteResult:
+    """Run the suite in the workspace and record it in the trace as `label`."""
+    result = run_suite(setup.command, cwd=setup.workspace.root, env=setup.env,
+                       scratch=setup.scratch, timeout=setup.options.suite_timeout,
+                       wrap=setup.wrap)
+    setup.trace.emit(label, summary=result.summary(), **result.to_json())
+    return result
+
+
+def base_report(setup: Setup, before: SuiteResult) -> dict:
+    """The fields of the result that exist however the run ends."""
+    return {"verdict": None, "stop": None, "steps": 0, "tool_calls": 0,
+            "tokens": {"prompt": 0, "completion": 0, "cached": 0, "total": 0}, "cost": 0.0,
+            "elapsed_s": 0.0, "changed_files": [], "protected_changes": [],
+            "new_tests": [], "tests": {"before": before.to_json(), "after": None},
+            "fixed": [], "still_failing": before.failing, "newly_failing": [], "missing": [],
+            "claimed": "", "suspicious": [], "trace": setup.options.trace,
+            "test_command": setup.command.text, "evidence": before.evidence,
+            "run_id": None, "patch": None, "error": None}
+
+
+def fix(options: Options, provider: Provider, trace: Trace, model: str,
+        secrets: list[str]) -> dict:
+    """Run `golem fix` and return its result (the `-json` object, plus `exit_code`)."""
+    with Setup(options, trace) as setup:
+        trace.emit("note", message=f"test command: {setup.command.text} "
+                   f"({setup.command.origin}; evidence: {setup.command.runner})")
+        before = suite(setup, "baseline")
+        report = base_report(setup, before)
+        if before.passed:
+            summary = "ALREADY_GREEN: the suite passes before any change; no model was called"
+            trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
+            return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
+
+        run_id, run_dir = runs.new_run(setup.workspace.root)
+        snap = Snapshot.take(setup.workspace.root, run_dir)
+        registry = default_registry(setup.context(), secrets)
+        task = prompts.fix_task(setup.command.text, before.failing, _tail(before.output))
+        outcome = agent.run(provider, registry, model=model, system=prompts.FIX, task=task,
+                            budget=options.budget, trace=trace,
+                            max_tokens=options.provider.max_tokens)
+
+        after_files = fingerprint(setup.workspace.root)
+        changes = compare(snap.entries, after_files)
+        runs.finish_run(run_dir, changes, after_files)
+        protected = protected_changes(changes, setup.command.argv)
+        usage = outcome.usage
+        report.update(stop=outcome.stop, steps=outcome.steps, tool_calls=outcome.tool_calls,
+                      tokens={"prompt": usage.prompt, "completion": usage.completion,
+                              "cached": usage.cached, "total": usage.total},
+                      cost=round(usage.cost or 0.0, 6), elapsed_s=round(outcome.elapsed, 3),
+                      changed_files=changes.all, new_tests=new_tests(changes),
+                      protected_changes=[{"path": p, "reason": r} for p, r in protected],
+                      claimed=outcome.claimed, error=outcome.error, run_id=run_id)
+        if changes.all:
+            trace.emit("note", message=f"run {run_id} changed {len(changes.all)} file(s); "
+                       f"`golem undo {run_id}` puts them back", run_id=run_id)
+        if outcome.stop == "interrupted":
+            raise KeyboardInterrupt
+
+        after = suite(setup, "verification")
+        verdict = judge(before, after, protected)
+        report["tests"]["after"] = after.to_json()
+        report.update(verdict=verdict.name, summary=verdict.summary, fixed=verdict.fixed,
+                      still_failing=verdict.still_failing, newly_failing=verdict.newly_failing,
+                      missing=verdict.missing, exit_code=verdict.exit_code)
+        if options.patch:
+            protected_paths = {p for p, _ in protected}
+            allowed = [p for p in changes.all if p not in protected_paths]
+            _write_patch(options.patch, make_patch(setup.workspace.root, snap, allowed))
+            report["patch"] = options.patch
+        trace.emit("verdict", **_verdict_fields(verdict, report))
+        return report
+
+
+def _verdict_fields(verdict: Verdict, report: dict) -> dict:
+    return {"verdict": verdict.name, "summary": verdict.summary, "fixed": verdict.fixed,
+            "still_failing": verdict.still_failing, "newly_failing": verdict.newly_failing,
+            "missing": verdict.missing, "protected_changes": report["protected_changes"],
+            "claimed": report["claimed"], "changed_files": report["changed_files"]}
+
+
+def _write_patch(path: str, text: str) -> None:
+    tmp = f"{path}.part"
+    with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as handle:
+        handle.write(text)
+    os.replace(tmp, path)

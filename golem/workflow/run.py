@@ -1,0 +1,57 @@
+"""`golem run -goal TEXT` and `golem ask QUESTION`: the same loop, without a verdict."""
+
+from __future__ import annotations
+
+from golem import agent
+from golem.agent import prompts
+from golem.llm import Provider
+from golem.tools import default_registry
+from golem.trace import Trace
+from golem.workflow.setup import Options, Setup
+
+ASK = """\
+You answer questions about the files in a directory, using only what the files say. Use \
+list_files, search_files and read_file to find the answer. Name every file you used, with \
+line numbers where they help. If the files do not answer the question, say so plainly; do not \
+guess. When you have the answer, reply without calling a tool."""
+
+
+def _report(outcome: agent.Outcome, options: Options) -> dict:
+    usage = outcome.usage
+    ok = outcome.stop == "answered"
+    return {"stop": outcome.stop, "answered": ok, "steps": outcome.steps,
+            "tool_calls": outcome.tool_calls,
+            "tokens": {"prompt": usage.prompt, "completion": usage.completion,
+                       "cached": usage.cached, "total": usage.total},
+            "cost": round(usage.cost or 0.0, 6), "elapsed_s": round(outcome.elapsed, 3),
+            "claimed": outcome.claimed, "answer": outcome.claimed, "error": outcome.error,
+            "messages": len(outcome.messages), "trace": options.trace,
+            "exit_code": 0 if ok else 1}
+
+
+def run_goal(options: Options, provider: Provider, trace: Trace, model: str, goal: str,
+             secrets: list[str]) -> dict:
+    """Work on a free-form goal with every tool; exit 0 when the model answered."""
+    with Setup(options, trace, need_tests=False) as setup:
+        registry = default_registry(setup.context(), secrets)
+        if setup.command is None:
+            del registry.tools["run_tests"]
+        outcome = agent.run(provider, registry, model=model, system=prompts.RUN, task=goal,
+                            budget=options.budget, trace=trace,
+                            max_tokens=options.provider.max_tokens)
+        if outcome.stop == "interrupted":
+            raise KeyboardInterrupt
+        return _report(outcome, options)
+
+
+def ask(options: Options, provider: Provider, trace: Trace, model: str, question: str,
+        secrets: list[str]) -> dict:
+    """Answer a question from the files in -dir, with the reading tools only."""
+    with Setup(options, trace, need_tests=False) as setup:
+        registry = default_registry(setup.context(), secrets, read_only=True)
+        outcome = agent.run(provider, registry, model=model, system=ASK, task=question,
+                            budget=options.budget, trace=trace,
+                            max_tokens=options.provider.max_tokens)
+        if outcome.stop == "interrupted":
+            raise KeyboardInterrupt
+        return _report(outcome, options)

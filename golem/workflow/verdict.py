@@ -1,0 +1,74 @@
+"""The verdict: golem's judgement of a run, from its own evidence only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from golem.workflow.suite import FAILING, SuiteResult
+
+EXIT_CODES = {"VERIFIED": 0, "ALREADY_GREEN": 0, "FAILED": 1, "REJECTED": 3}
+
+
+@dataclass
+class Verdict:
+    name: str
+    summary: str
+    fixed: list[str] = field(default_factory=list)
+    still_failing: list[str] = field(default_factory=list)
+    newly_failing: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    protected: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.name]
+
+
+def _names(ids: list[str], limit: int = 5) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def judge(before: SuiteResult, after: SuiteResult,
+          protected: list[tuple[str, str]]) -> Verdict:
+    """Compare the suite before and after a run, given the protected paths it changed."""
+    if protected:
+        paths = "; ".join(f"{path} ({why})" for path, why in protected[:5])
+        more = f" and {len(protected) - 5} more" if len(protected) > 5 else ""
+        state = "the suite passes, but " if after.passed else ""
+        return Verdict("REJECTED", f"REJECTED: {state}tests or test machinery changed: "
+                       f"{paths}{more}", protected=protected)
+    if after.tests is None:
+        if after.passed:
+            return Verdict("VERIFIED", "VERIFIED: suite passes (judged by exit code only: no "
+                           "per-test results for this runner) and no test file was modified")
+        return Verdict("FAILED", f"FAILED: suite still fails ({after.summary()})")
+    old = {t: o for t, o in (before.tests or {}).items() if t not in before.pseudo}
+    new = after.tests
+    was_failing = [t for t, o in old.items() if o in FAILING]
+    fixed = sorted(t for t in was_failing if new.get(t) == "passed")
+    still = sorted(set(t for t in was_failing if t in new and new[t] != "passed")
+                   | set(t for t in after.failing if t not in old))
+    broke = sorted(t for t, o in old.items() if o == "passed" and t in new and new[t] != "passed")
+    missing = sorted(t for t in old if t not in new)
+    verdict = Verdict("FAILED", "", fixed, still, broke, missing)
+    if after.passed and not (still or broke or missing):
+        verdict.name = "VERIFIED"
+        verdict.summary = (f"VERIFIED: suite passes ({len(new)} tests, {len(fixed)} fixed) "
+                           "and no test file was modified")
+        return verdict
+    problems = []
+    if still:
+        problems.append(f"{len(still)} still failing: {_names(still)}")
+    if broke:
+        problems.append(f"{len(broke)} newly failing: {_names(broke)}")
+    if missing:
+        problems.append(f"{len(missing)} went missing: {_names(missing)}")
+    if after.problem:
+        problems.append(after.problem)
+    if after.timed_out:
+        problems.append("the suite timed out")
+    if not problems:
+        problems.append(after.summary())
+    verdict.summary = "FAILED: " + "; ".join(problems)
+    return verdict

@@ -1,0 +1,122 @@
+"""A real HTTP server on 127.0.0.1 that plays a model provider in tests.
+
+It serves a queue of scripted replies, one per request, and records every request it got
+(path, headers, parsed JSON body) so tests can assert on what golem actually sent.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted HTTP answer. `body` may be a dict/list (sent as JSON) or raw str/bytes."""
+
+    body: Any = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0          # seconds to wait before answering
+    drop: bool = False          # close the connection without answering
+
+
+def chat(content: str | None = None, tool_calls: list[tuple[str, dict]] | None = None,
+         finish: str | None = None, usage: dict | None = None, **extra_message) -> dict:
+    """An OpenAI-style chat completion body with the given content and tool calls."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{i}_{name}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(args)}}
+            for i, (name, args) in enumerate(tool_calls)]
+    message.update(extra_message)
+    if finish is None:
+        finish = "tool_calls" if tool_calls else "stop"
+    return {"id": "chatcmpl-test", "object": "chat.completion", "model": "test-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage if usage is not None else
+            {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+
+
+class ProviderServer:
+    """Context manager: `with ProviderServer([chat(...), ...]) as server: server.url`."""
+
+    def __init__(self, replies: list[Any] | None = None):
+        self.replies: list[Any] = list(replies or [])
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = raw
+                with server._lock:
+                    server.requests.append({"path": self.path, "headers": dict(self.headers),
+                                            "body": body})
+                    reply = server.replies.pop(0) if server.replies else Reply(
+                        {"error": {"message": "no scripted reply left"}}, status=500)
+                if not isinstance(reply, Reply):
+                    reply = Reply(reply)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.drop:
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                data = reply.body
+                content_type = "application/json"
+                if isinstance(data, (dict, list)):
+                    data = json.dumps(data).encode()
+                elif isinstance(data, str):
+                    data = data.encode()
+                    content_type = "text/html" if data.lstrip().startswith(b"<") else "text/plain"
+                data = data or b""
+                self.send_response(reply.status)
+                headers = {"Content-Type": content_type, **reply.headers}
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                # A client that gave up (a timeout under test) is expected, not an error.
+                if not isinstance(sys.exc_info()[1], ConnectionError):
+                    super().handle_error(request, client_address)
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        # A short poll keeps shutdown quick: each test starts and stops its own server.
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
+                                        daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> ProviderServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
