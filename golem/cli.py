@@ -97,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question", nargs="+", help="the question")
     tools = command("tools", "print the tool schemas the model sees")
     _flag(tools, "json", action="store_true", help="as JSON")
+    verify = command("verify", "run the verifier alone on changes made since a git revision")
+    _flag(verify, "dir", default=".", help="the workspace, a git checkout (default .)")
+    _flag(verify, "test", metavar="CMD", help="the suite (default: detected from the repo)")
+    _flag(verify, "base", required=True, metavar="REV", help="the revision to compare with")
+    _flag(verify, "sandbox", default="auto", choices=["auto", "bwrap", "none"],
+          help="OS isolation of the test runs (default auto)")
+    _flag(verify, "trace", metavar="FILE", help="write the JSONL event stream here")
+    _flag(verify, "json", action="store_true", help="print the result as one JSON object last")
     trace = command("trace", "render a recorded JSONL trace for a person")
     trace.add_argument("file", help="a trace written with -trace")
     undo = command("undo", "put the workspace back as it was before a run")
@@ -163,7 +171,28 @@ def _agent_command(args: argparse.Namespace) -> int:
             report = run.ask(options, provider, trace, config.model, " ".join(args.question),
                              secrets)
             line = report["answer"] or f"(no answer: stop={report['stop']})"
+    return _finish(args, report, line)
+
+
+def _verify_command(args: argparse.Namespace) -> int:
+    from golem.trace import Trace
+    from golem.workflow.setup import Options
+    from golem.workflow.verify import verify
+    if not os.path.isdir(args.dir):
+        raise UsageError(f"workspace directory not found: {args.dir}")
+    options = Options(provider=ProviderConfig(name="none", model=""), dir=args.dir,
+                      test=args.test, sandbox=args.sandbox, trace=args.trace)
+    with Trace(options.trace, sys.stderr) as trace:
+        report = verify(options, trace, args.base)
+    return _finish(args, report, report["summary"])
+
+
+def _finish(args: argparse.Namespace, report: dict, line: str) -> int:
+    """Print the result line (and the JSON object), publish to CI, return the exit code."""
+    from golem.workflow import github
     code = report.pop("exit_code")
+    if args.command in ("fix", "verify"):
+        github.publish(report, sys.stdout)
     print(line)
     if args.json:
         print(json.dumps(report, default=str))
@@ -220,7 +249,7 @@ def _undo_command(args: argparse.Namespace) -> int:
 
 
 HANDLERS = {"fix": _agent_command, "run": _agent_command, "ask": _agent_command,
-            "tools": _tools_command, "trace": _trace_command, "undo": _undo_command}
+            "tools": _tools_command, "verify": _verify_command, "trace": _trace_command, "undo": _undo_command}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,6 +89,10 @@ def post_json(url: str, body: Any, headers: dict[str, str], *, timeout: float,
             return _attempt(url, payload, headers, budget, max_bytes)
         except _Failure as failure:
             text = _scrub(failure.text, secrets)
+            if deadline is not None and time.monotonic() >= deadline:
+                # the call was cut short by the wall budget, not failed by the provider
+                raise OutOfTime(f"{label}: the wall-clock budget ran out during the call") \
+                    from None
             if not failure.retryable or attempt == attempts:
                 message = f"{label}: {text}"
                 hint = _HINTS.get(failure.status or 0)
@@ -135,7 +139,7 @@ def _attempt(url: str, payload: bytes, headers: dict[str, str], budget: float,
         raise _Failure(f"TLS certificate rejected for {_where(url)}: {err.verify_message}",
                        None, False) from None
     except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError) as err:
-        raise _Failure(_network_text(err, url, budget), None, False) from None
+        raise _Failure(_network_text(err, url, budget), None, True) from None
     return _judge(status, reply_headers, raw)
 
 

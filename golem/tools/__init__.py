@@ -103,6 +103,8 @@ class Registry:
             raise
         except Exception as exc:  # a bug in a tool must not end an unattended run
             text, ok = f"Error: {call.name} failed unexpectedly: {type(exc).__name__}: {exc}", False
+        # lone surrogates (bytes that were not UTF-8) must not reach a JSON request
+        text = text.encode("utf-8", errors="replace").decode("utf-8")
         return ToolResult(redact(text, self.secrets), ok)
 
 

@@ -16,16 +16,18 @@ MAX_FILE = 16 * 1024 * 1024 # bytes read_file, edit_file and search_files will l
 LIST_MAX = 400              # entries list_files shows
 SEARCH_MAX = 50             # matches search_files shows
 LINE_CHARS = 240            # characters of one matching line search_files shows
+READ_LINE_CHARS = 2_000     # characters of one line read_file shows
 
 
-def _load_text(ctx: Context, path: str) -> str:
+def _load_text(ctx: Context, path: str, errors: str = "replace") -> str:
     data, size = ctx.workspace.read_bytes(path, MAX_FILE)
     if size > MAX_FILE:
         raise ToolError(f"{path} is {size} bytes, too large to load whole; "
                         "use read_file with offset and limit, or search_files")
     if b"\0" in data[:8192]:
         raise ToolError(f"{path} is a binary file ({size} bytes); it cannot be shown as text")
-    return data.decode("utf-8", errors="replace")
+    # surrogateescape keeps bytes that are not UTF-8 intact through an edit
+    return data.decode("utf-8", errors=errors)
 
 
 def list_files(ctx: Context, path: str = ".") -> str:
@@ -62,7 +64,10 @@ def read_file(ctx: Context, path: str, offset: int = 1, limit: int = 0) -> str:
     end = min(len(lines), offset - 1 + (limit or READ_LINES))
     out, size = [], 0
     for number in range(offset, end + 1):
-        row = f"{number:6}\t{lines[number - 1]}"
+        line = lines[number - 1]
+        if len(line) > READ_LINE_CHARS:
+            line = line[:READ_LINE_CHARS] + f" [... line cut: {len(line)} characters]"
+        row = f"{number:6}\t{line}"
         if size + len(row) > READ_CHARS and out:
             end = number - 1
             break
@@ -111,7 +116,7 @@ def _closest(text: str, needle: str) -> str:
 def edit_file(ctx: Context, path: str, old_string: str, new_string: str) -> str:
     """Replace the one occurrence of `old_string` with `new_string`."""
     rel = ctx.workspace.resolve(path)
-    text = _load_text(ctx, rel)
+    text = _load_text(ctx, rel, errors="surrogateescape")
     if not old_string:
         raise ToolError("old_string is empty; to create a file use write_file")
     count = text.count(old_string)
@@ -129,7 +134,7 @@ def edit_file(ctx: Context, path: str, old_string: str, new_string: str) -> str:
         raise ToolError(f"old_string occurs {count} times in {rel} (lines {lines}); "
                         "include more surrounding lines so it occurs exactly once")
     updated = text.replace(old_string, new_string, 1)
-    ctx.workspace.write_bytes(rel, updated.encode("utf-8"))
+    ctx.workspace.write_bytes(rel, updated.encode("utf-8", errors="surrogateescape"))
     line = text.count("\n", 0, text.index(old_string)) + 1
     return f"edited {rel} at line {line}" + _syntax_note(rel, updated)
 

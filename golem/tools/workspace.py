@@ -231,9 +231,9 @@ class Workspace:
                 if stat.S_ISDIR(st.st_mode):
                     raise IsADirectoryError
             except FileNotFoundError:
-                raise ToolError(f"file {path!r} does not exist; list_dir shows what does") from None
+                raise ToolError(f"file {path!r} does not exist; list_files shows what does") from None
             except IsADirectoryError:
-                raise ToolError(f"{path!r} is a directory; use list_dir to see inside it") from None
+                raise ToolError(f"{path!r} is a directory; use list_files to see inside it") from None
             except OSError as exc:
                 raise ToolError(f"cannot read {path!r}: {exc.strerror}") from None
             if not stat.S_ISREG(st.st_mode):

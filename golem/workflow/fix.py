@@ -19,7 +19,7 @@ from golem.workflow import runs
 from golem.workflow.patch import make_patch
 from golem.workflow.protect import new_tests, protected_changes
 from golem.workflow.setup import Options, Setup
-from golem.workflow.snapshot import Snapshot, compare, fingerprint
+from golem.workflow.snapshot import Changes, Snapshot, compare, fingerprint
 from golem.workflow.suite import SuiteResult, run_suite
 from golem.workflow.verdict import Verdict, judge
 
@@ -72,7 +72,8 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
                             max_tokens=options.provider.max_tokens)
 
         after_files = fingerprint(setup.workspace.root)
-        changes = compare(snap.entries, after_files)
+        changes = _without(compare(snap.entries, after_files),
+                           _own_files(setup.workspace.root, options))
         runs.finish_run(run_dir, changes, after_files)
         protected = protected_changes(changes, setup.command.argv)
         usage = outcome.usage
@@ -102,6 +103,22 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             report["patch"] = options.patch
         trace.emit("verdict", **_verdict_fields(verdict, report))
         return report
+
+
+def _own_files(root: str, options: Options) -> set[str]:
+    """golem's own output files (trace, patch) that live inside the workspace."""
+    own = set()
+    for path in (options.trace, options.patch):
+        if path:
+            rel = os.path.relpath(os.path.realpath(path), root)
+            if not rel.startswith(".."):
+                own.add(rel.replace(os.sep, "/"))
+    return own
+
+
+def _without(changes: Changes, paths: set[str]) -> Changes:
+    keep = lambda names: [n for n in names if n not in paths]
+    return Changes(keep(changes.added), keep(changes.modified), keep(changes.removed))
 
 
 def _verdict_fields(verdict: Verdict, report: dict) -> dict:

@@ -29,16 +29,22 @@ def _names(ids: list[str], limit: int = 5) -> str:
     return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
 
 
+def _rejected(verdict: Verdict, after: SuiteResult,
+              protected: list[tuple[str, str]]) -> Verdict:
+    paths = "; ".join(f"{path} ({why})" for path, why in protected[:5])
+    more = f" and {len(protected) - 5} more" if len(protected) > 5 else ""
+    state = "the suite passes, but " if after.passed else ""
+    verdict.name, verdict.protected = "REJECTED", protected
+    verdict.summary = f"REJECTED: {state}tests or test machinery changed: {paths}{more}"
+    return verdict
+
+
 def judge(before: SuiteResult, after: SuiteResult,
           protected: list[tuple[str, str]]) -> Verdict:
     """Compare the suite before and after a run, given the protected paths it changed."""
-    if protected:
-        paths = "; ".join(f"{path} ({why})" for path, why in protected[:5])
-        more = f" and {len(protected) - 5} more" if len(protected) > 5 else ""
-        state = "the suite passes, but " if after.passed else ""
-        return Verdict("REJECTED", f"REJECTED: {state}tests or test machinery changed: "
-                       f"{paths}{more}", protected=protected)
     if after.tests is None:
+        if protected:
+            return _rejected(Verdict("REJECTED", ""), after, protected)
         if after.passed:
             return Verdict("VERIFIED", "VERIFIED: suite passes (judged by exit code only: no "
                            "per-test results for this runner) and no test file was modified")
@@ -52,6 +58,8 @@ def judge(before: SuiteResult, after: SuiteResult,
     broke = sorted(t for t, o in old.items() if o == "passed" and t in new and new[t] != "passed")
     missing = sorted(t for t in old if t not in new)
     verdict = Verdict("FAILED", "", fixed, still, broke, missing)
+    if protected:
+        return _rejected(verdict, after, protected)
     if after.passed and not (still or broke or missing):
         verdict.name = "VERIFIED"
         verdict.summary = (f"VERIFIED: suite passes ({len(new)} tests, {len(fixed)} fixed) "

@@ -1,0 +1,63 @@
+"""GitHub Actions integration: a Markdown step summary and `::error` annotations."""
+
+from __future__ import annotations
+
+import os
+from typing import TextIO
+
+
+def _escape(text: str) -> str:
+    """Workflow-command data escaping (%, CR, LF), so a test id cannot inject a command."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotate(report: dict, out: TextIO) -> None:
+    """`::error` lines for tests still failing, newly failing or missing, and protected files."""
+    for key, label in (("still_failing", "still failing"), ("newly_failing", "newly failing"),
+                       ("missing", "went missing")):
+        for test in report.get(key) or []:
+            out.write(f"::error title=golem: test {label}::{_escape(test)}\n")
+    for item in report.get("protected_changes") or []:
+        out.write(f"::error file={_escape_property(item['path'])},title=golem: protected file "
+                  f"changed::{_escape(item['reason'])}\n")
+
+
+def summary_markdown(report: dict) -> str:
+    before = (report.get("tests") or {}).get("before") or {}
+    after = (report.get("tests") or {}).get("after") or {}
+    lines = [f"### golem: {report.get('verdict')}", "", report.get("summary", ""), "",
+             "| | before | after |", "|---|---|---|",
+             f"| failing tests | {len(before.get('failing') or [])} | "
+             f"{len(after.get('failing') or []) if after else '-'} |"]
+    if "cost" in report:
+        tokens = report.get("tokens") or {}
+        lines += ["", f"Cost: ${report['cost']:.4f}, {tokens.get('total', 0)} tokens, "
+                      f"{report.get('steps', 0)} steps."]
+    for key, label in (("fixed", "Fixed"), ("still_failing", "Still failing"),
+                       ("newly_failing", "Newly failing"), ("missing", "Missing")):
+        if report.get(key):
+            lines += ["", f"**{label}:**"] + [f"- `{t}`" for t in report[key][:50]]
+    if report.get("protected_changes"):
+        lines += ["", "**Protected files changed:**"] + [
+            f"- `{p['path']}`: {p['reason']}" for p in report["protected_changes"]]
+    if report.get("changed_files"):
+        lines += ["", f"Changed files: {len(report['changed_files'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def publish(report: dict, out: TextIO) -> None:
+    """Under GitHub Actions, annotate and append the step summary; elsewhere do nothing."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    annotate(report, out)
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path:
+        try:
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(summary_markdown(report))
+        except OSError:
+            pass  # a summary we cannot write must not change the verdict
