@@ -67,6 +67,9 @@ def _agent_flags(parser: argparse.ArgumentParser, tests: bool = True) -> None:
     _flag(parser, "max-tokens", dest="max_tokens", type=int, default=None,
           help="completion tokens per model reply (default: the provider's)")
     _flag(parser, "retries", type=int, default=5, help="provider retries per call (default 5)")
+    _flag(parser, "window", type=int, default=10, metavar="N",
+          help="recent tool results the model sees whole; older ones become one-line "
+               "placeholders (0: keep all; default %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,6 +143,8 @@ def _options(args: argparse.Namespace):
     for flag in ("steps", "tokens"):
         if getattr(args, flag) < 0:
             raise UsageError(f"-{flag} must be 0 (no limit) or more")
+    if args.window < 0:
+        raise UsageError("-window must be 0 (keep every result) or more")
     if args.cost < 0:
         raise UsageError("-cost must be 0 (no limit) or more")
     if not os.path.isdir(args.dir):
@@ -149,7 +154,8 @@ def _options(args: argparse.Namespace):
     allow = [p.strip() for item in args.allow for p in item.split(",") if p.strip()]
     return Options(provider=_provider_config(args), dir=args.dir,
                    test=getattr(args, "test", None), budget=budget, allow=allow,
-                   sandbox=args.sandbox, trace=args.trace, patch=getattr(args, "patch", None))
+                   sandbox=args.sandbox, trace=args.trace, patch=getattr(args, "patch", None),
+                   window=args.window)
 
 
 def _agent_command(args: argparse.Namespace) -> int:

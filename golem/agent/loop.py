@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from golem.agent.budget import Budget
+from golem.agent.context import mask
 from golem.errors import OutOfTime, ProviderError
 from golem.llm import Provider
 from golem.llm.types import Message, Request, Usage
@@ -29,8 +30,12 @@ class Outcome:
 
 
 def run(provider: Provider, tools: Registry, *, model: str, system: str, task: str,
-        budget: Budget, trace: Trace, max_tokens: int | None = None) -> Outcome:
-    """Drive the model until it answers, a budget runs out, or the provider fails."""
+        budget: Budget, trace: Trace, max_tokens: int | None = None,
+        window: int = 10) -> Outcome:
+    """Drive the model until it answers, a budget runs out, or the provider fails.
+
+    `window` is how many recent tool results the model sees whole (0: all of them).
+    """
     messages = [Message("system", system), Message("user", task)]
     steps = calls = 0
     usage = Usage()
@@ -45,7 +50,8 @@ def run(provider: Provider, tools: Registry, *, model: str, system: str, task: s
                 break
             steps += 1
             trace.emit("request", step=steps, messages=len(messages))
-            request = Request(model, messages, tools.specs, max_tokens, budget.deadline)
+            request = Request(model, mask(messages, window), tools.specs, max_tokens,
+                              budget.deadline)
             response = provider.complete(request)
             usage += response.usage
             reply = response.message

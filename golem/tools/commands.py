@@ -42,14 +42,25 @@ def run_command(ctx: Context, argv: list[str]) -> str:
     return describe(result, timeout)
 
 
-def run_tests(ctx: Context) -> str:
-    """Run the test command the person chose (or golem detected)."""
+def _selected(argv: list[str], select: str) -> list[str]:
+    """The test command narrowed to tests matching `select` (unittest and pytest: `-k`)."""
+    from golem.workflow.suite import runner_of
+    if runner_of(argv) not in ("unittest", "pytest"):
+        raise ToolError("this test command cannot select tests; call run_tests without select")
+    if select.startswith("-"):
+        raise ToolError("select is a test name or a pattern, not an option")
+    return [*argv, "-k", select]
+
+
+def run_tests(ctx: Context, select: str = "") -> str:
+    """Run the test command the person chose (or golem detected), or a selection of it."""
     if not ctx.test_argv:
         raise ToolError("this run has no test command")
-    program = shutil.which(ctx.test_argv[0], path=ctx.env.get("PATH")) or ctx.test_argv[0]
-    result, timeout = _execute(ctx, [program, *ctx.test_argv[1:]])
+    argv = _selected(ctx.test_argv, select) if select else list(ctx.test_argv)
+    program = shutil.which(argv[0], path=ctx.env.get("PATH")) or argv[0]
+    result, timeout = _execute(ctx, [program, *argv[1:]])
     verdict = "passed" if result.exit_code == 0 and not result.timed_out else "failed"
-    return f"$ {shlex.join(ctx.test_argv)}\ntests {verdict}: {describe(result, timeout)}"
+    return f"$ {shlex.join(argv)}\ntests {verdict}: {describe(result, timeout)}"
 
 
 TOOLS = [
@@ -59,7 +70,13 @@ TOOLS = [
                    "properties": {"argv": {"type": "array", "items": {"type": "string"},
                                            "description": "program and arguments"}},
                    "required": ["argv"], "additionalProperties": False}), run_command),
-    Tool(ToolSpec("run_tests", "Run the project's test suite and show the result.",
-                  {"type": "object", "properties": {}, "additionalProperties": False}),
+    Tool(ToolSpec("run_tests", "Run the project's test suite and show the result. Give "
+                  "`select` to run only the tests whose names match it (a test id or a "
+                  "substring, as the runner's -k takes it) for quick feedback; finish with a "
+                  "full run.",
+                  {"type": "object",
+                   "properties": {"select": {"type": "string",
+                                             "description": "only tests matching this"}},
+                   "additionalProperties": False}),
          run_tests),
 ]

@@ -1,9 +1,10 @@
 """OS-level isolation for every command golem starts, test runs included (bubblewrap).
 
 With `bwrap` the command sees the whole filesystem read-only, except the workspace and
-golem's scratch directory; `/tmp` is private; home directories are hidden behind empty
-tmpfs mounts, with read-only binds back for the Python installation and the toolchains on
-PATH that live there; `.git` is read-only; there is no network and no view of other processes.
+golem's scratch directory; `/tmp` is private and `/run` empty; home directories are hidden
+behind empty tmpfs mounts, with read-only binds back for the Python installation and the
+toolchains on PATH that live there; `.git` is read-only; there is no network and no view of
+other processes. docs/security.md says what this does and does not promise.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ from golem.errors import UsageError
 
 MODES = ("auto", "bwrap", "none")
 HIDDEN = ("/root", "/home")
+# Toolchain trees under a home that are bound back whole when one of their directories is on
+# PATH (pyenv shims need the version tree beside them). `.local` is not one of them: it holds
+# application data and golem's own run snapshots, and only its `bin` on PATH is bound back.
+TOOL_TREES = (".pyenv", ".cargo", ".rustup", ".nvm")
+# Credentials kept inside those trees, masked with an empty file (cargo's registry token).
+TREE_SECRETS = {".cargo": ("credentials", "credentials.toml")}
 
 
 def _hidden_under(path: str, hidden: list[str]) -> bool:
@@ -33,7 +40,7 @@ def _binds_back(hidden: list[str], env_path: str) -> list[str]:
             wanted.add(os.path.realpath(entry))
             # pyenv-style shims and version trees live next to each other
             parent = os.path.dirname(os.path.realpath(entry))
-            if os.path.basename(parent) in (".pyenv", ".cargo", ".rustup", ".nvm", ".local"):
+            if os.path.basename(parent) in TOOL_TREES:
                 wanted.add(parent)
     keep = sorted(p for p in wanted if _hidden_under(p, hidden))
     # drop any path already covered by a shorter one
@@ -46,13 +53,21 @@ def bwrap_argv(bwrap: str, root: str, scratch: str, env_path: str) -> list[str]:
     home = os.path.expanduser("~")
     if os.path.isdir(home) and not _hidden_under(home, hidden) and home != "/":
         hidden.append(home)
+    # /run is hidden as well: the host's Unix sockets (docker, dbus, ssh and gpg agents under
+    # /run/user) would otherwise stay reachable, since --unshare-net does not cover them.
     args = [bwrap, "--new-session", "--die-with-parent", "--unshare-pid", "--unshare-net",
             "--unshare-ipc", "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev",
             "--proc", "/proc", "--tmpfs", "/tmp"]
+    if os.path.isdir("/run"):
+        args += ["--tmpfs", "/run"]
     for path in hidden:
         args += ["--tmpfs", path]
     for path in _binds_back(hidden, env_path):
         args += ["--ro-bind", path, path]
+        for name in TREE_SECRETS.get(os.path.basename(path), ()):
+            secret = os.path.join(path, name)
+            if os.path.isfile(secret) and not os.path.islink(secret):
+                args += ["--ro-bind", "/dev/null", secret]
     args += ["--bind", scratch, scratch, "--bind", root, root]
     git = os.path.join(root, ".git")
     if os.path.exists(git):

@@ -69,7 +69,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         task = prompts.fix_task(setup.command.text, before.failing, _tail(before.output))
         outcome = agent.run(provider, registry, model=model, system=prompts.FIX, task=task,
                             budget=options.budget, trace=trace,
-                            max_tokens=options.provider.max_tokens)
+                            max_tokens=options.provider.max_tokens, window=options.window)
 
         after_files = fingerprint(setup.workspace.root)
         changes = _without(compare(snap.entries, after_files),

@@ -29,6 +29,7 @@ class Options:
     sandbox: str = "auto"
     trace: str | None = None
     patch: str | None = None
+    window: int = 10
     command_timeout: float = 600.0
     suite_timeout: float = 1800.0
 
