@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -52,6 +53,8 @@ def parse_duration(text: str) -> float:
     except ValueError:
         pass
     else:
+        if not math.isfinite(value):
+            raise UsageError(f"duration must be a finite number of seconds: {text!r}")
         if value < 0:
             raise UsageError(f"duration must not be negative: {text!r}")
         return value

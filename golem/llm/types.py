@@ -62,6 +62,11 @@ class Usage:
     def total(self) -> int:
         return self.prompt + self.completion
 
+    def to_json(self) -> dict[str, int]:
+        """The token counts as the `-json` result reports them."""
+        return {"prompt": self.prompt, "completion": self.completion, "cached": self.cached,
+                "total": self.total}
+
     def __add__(self, other: Usage) -> Usage:
         if self.cost is None and other.cost is None:
             cost = None

@@ -13,6 +13,8 @@ import json
 import sys
 from typing import Any, Iterable, TextIO
 
+from golem.trace.console import Console
+
 REDACTED = "[redacted]"
 
 
@@ -71,26 +73,30 @@ class Trace:
         self.path = path
         self.console = console
         self.secrets = [s for s in secrets if s]
-        self._file = open(path, "a", encoding="utf-8") if path else None
+        self._console = Console(console) if console is not None else None
+        # backslashreplace: a lone surrogate from a model reply must not crash the run
+        self._file = (open(path, "a", encoding="utf-8", errors="backslashreplace")
+                      if path else None)
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         """Record one event now; returns the record as written (before redaction)."""
         record = {"event": event, "time": _now(), **fields}
         if self._file is not None:
-            line = json.dumps(record, ensure_ascii=False, default=repr)
+            try:
+                line = json.dumps(record, ensure_ascii=False, default=repr)
+            except (TypeError, ValueError):   # e.g. a dict with tuple keys
+                line = json.dumps({"event": event, "time": record["time"],
+                                   "repr": repr(fields)}, ensure_ascii=False)
             self._file.write(redact(line, self.secrets) + "\n")
             self._file.flush()
-        if self.console is not None:
+        if self._console is not None:
             text = render(record)
-            if text is not None:
-                try:
-                    self.console.write(redact(text, self.secrets) + "\n")
-                    self.console.flush()
-                except (OSError, ValueError):
-                    pass  # a closed console must not end the run
+            self._console.show(record, None if text is None else redact(text, self.secrets))
         return record
 
     def close(self) -> None:
+        if self._console is not None:
+            self._console.close()
         if self._file is not None:
             self._file.close()
             self._file = None

@@ -78,8 +78,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         protected = protected_changes(changes, setup.command.argv)
         usage = outcome.usage
         report.update(stop=outcome.stop, steps=outcome.steps, tool_calls=outcome.tool_calls,
-                      tokens={"prompt": usage.prompt, "completion": usage.completion,
-                              "cached": usage.cached, "total": usage.total},
+                      tokens=usage.to_json(),
                       cost=round(usage.cost or 0.0, 6), elapsed_s=round(outcome.elapsed, 3),
                       changed_files=changes.all, new_tests=new_tests(changes),
                       protected_changes=[{"path": p, "reason": r} for p, r in protected],

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import base64
 import difflib
+import hashlib
 import os
+import re
+import zlib
 
 from golem.workflow.snapshot import Snapshot
 
+_LINE = re.compile(rb"[^\n]*\n|[^\n]+\Z")
+
 
 def _lines(data: bytes | None) -> list[str] | None:
+    """Lines split on \\n only (as git does), or None for binary content."""
     if data is None:
         return []
     if b"\0" in data[:8192]:
         return None
-    return data.decode("utf-8", errors="surrogateescape").splitlines(keepends=True)
+    return [line.decode("utf-8", errors="surrogateescape") for line in _LINE.findall(data)]
 
 
 def _mark_missing_newline(hunk_lines: list[str]) -> list[str]:
@@ -26,6 +33,23 @@ def _mark_missing_newline(hunk_lines: list[str]) -> list[str]:
     return out
 
 
+def _blob_id(data: bytes | None) -> str:
+    if data is None:
+        return "0" * 40
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _binary_hunk(data: bytes) -> str:
+    """One `literal` hunk: deflated, in base85 lines of at most 52 bytes, as git writes it."""
+    packed = zlib.compress(data, 9)
+    rows = [f"literal {len(data)}"]
+    for start in range(0, len(packed), 52):
+        chunk = packed[start:start + 52]
+        size = chr(ord("A") + len(chunk) - 1) if len(chunk) <= 26 else chr(ord("a") + len(chunk) - 27)
+        rows.append(size + base64.b85encode(chunk, pad=True).decode("ascii"))
+    return "\n".join(rows) + "\n\n"
+
+
 def file_diff(rel: str, old: bytes | None, new: bytes | None) -> str:
     """The git-style diff of one file (old None: created; new None: deleted)."""
     a, b = _lines(old), _lines(new)
@@ -35,11 +59,14 @@ def file_diff(rel: str, old: bytes | None, new: bytes | None) -> str:
     elif new is None:
         header += "deleted file mode 100644\n"
     if a is None or b is None:
-        return header + f"Binary files a/{rel} and b/{rel} differ\n"
+        return (header + f"index {_blob_id(old)}..{_blob_id(new)}\nGIT binary patch\n"
+                + _binary_hunk(new or b"") + _binary_hunk(old or b""))
     body = difflib.unified_diff(a, b, "/dev/null" if old is None else f"a/{rel}",
                                 "/dev/null" if new is None else f"b/{rel}", n=3)
     text = "".join(_mark_missing_newline(list(body)))
-    return header + text if text else ""
+    if text or old is None or new is None:
+        return header + text   # an empty created or deleted file is the header alone
+    return ""
 
 
 def make_patch(root: str, snap: Snapshot, paths: list[str]) -> str:

@@ -17,6 +17,8 @@ from golem.workflow.snapshot import Changes
 TEST_DIRS = {"test", "tests", "testing", "__tests__", "spec"}
 TEST_FILES = ("test_*.py", "*_test.py", "test*.py", "*_test.go", "*.test.js", "*.test.ts",
               "*.spec.js", "*.spec.ts", "*.test.mjs", "*.test.cjs", "*.test.jsx", "*.test.tsx")
+# read by pytest wherever they sit between the root and the tests, so protected at any depth
+NESTED_CONFIG = {"pytest.ini", "tox.ini", "setup.cfg"}
 RUNNER_CONFIG = {"pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "noxfile.py",
                  ".coveragerc", "go.mod", "go.sum", "jest.config.js", "jest.config.ts",
                  "vitest.config.js", "vitest.config.ts", ".mocharc.json", ".mocharc.js",
@@ -59,8 +61,11 @@ def reason(rel: str, kind: str, test_argv: list[str]) -> str | None:
         return "conftest.py changes how pytest collects and reports tests"
     if name in HOOKS or name.endswith(".pth"):
         return f"{name} runs code at interpreter start-up"
-    if name in RUNNER_CONFIG and "/" not in rel:
+    if name in NESTED_CONFIG or (name in RUNNER_CONFIG and "/" not in rel) or \
+            (name == "pyproject.toml" and is_test_path(rel)):
         return f"{name} is test-runner or build configuration"
+    if any(p.endswith((".egg-info", ".dist-info")) for p in rel.split("/")[:-1]):
+        return "package metadata: its entry points can load test-runner plugins"
     if name in BUILD_FILES and (programs & {"make", "tox", "nox", "npm", "yarn", "pnpm"}):
         return f"{name} is used by the test command"
     if kind == "added":

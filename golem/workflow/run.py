@@ -21,8 +21,7 @@ def _report(outcome: agent.Outcome, options: Options) -> dict:
     ok = outcome.stop == "answered"
     return {"stop": outcome.stop, "answered": ok, "steps": outcome.steps,
             "tool_calls": outcome.tool_calls,
-            "tokens": {"prompt": usage.prompt, "completion": usage.completion,
-                       "cached": usage.cached, "total": usage.total},
+            "tokens": usage.to_json(),
             "cost": round(usage.cost or 0.0, 6), "elapsed_s": round(outcome.elapsed, 3),
             "claimed": outcome.claimed, "answer": outcome.claimed, "error": outcome.error,
             "messages": len(outcome.messages), "trace": options.trace,

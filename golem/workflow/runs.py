@@ -100,7 +100,10 @@ def undo(path: str, force: bool = False) -> tuple[list[str], list[str]]:
             continue
         _restore(root, rel, snap.entries.get(rel), snap)
         restored.append(rel)
-    manifest["undone"] = time.time()
+    if skipped:
+        manifest["kept"] = skipped     # the run stays open for `undo -force`
+    else:
+        manifest["undone"] = time.time()
     _write(path, manifest)
     return restored, skipped
 

@@ -28,7 +28,8 @@ class Entry:
 
 def _walk(root: str):
     for top, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+        # *.egg-info is kept: its entry_points.txt can load a test-runner plugin
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
         for name in sorted(files):
             full = os.path.join(top, name)
             yield os.path.relpath(full, root).replace(os.sep, "/"), full

@@ -68,9 +68,7 @@ class SuiteResult:
 
     def summary(self) -> str:
         if self.tests is not None:
-            counts: dict[str, int] = {}
-            for outcome in self.tests.values():
-                counts[outcome] = counts.get(outcome, 0) + 1
+            counts = _counts(self.tests) or {}
             parts = [f"{n} {o}" for o, n in sorted(counts.items())] or ["no tests"]
             text = f"{len(self.tests)} tests: " + ", ".join(parts)
         else:
@@ -216,6 +214,9 @@ def run_suite(command: TestCommand, *, cwd: str, env: dict[str, str], scratch: s
               timeout: float, wrap=None, cap: int = 200_000) -> SuiteResult:
     """Run the suite once and read each test's outcome from golem's own result file."""
     argv, result_file = _instrument(command, scratch)
+    # bytecode from golem's scratch only: a forged .pyc in the workspace's __pycache__ could
+    # otherwise stand in for a test file whose source looks untouched
+    env = {**env, "PYTHONPYCACHEPREFIX": os.path.join(scratch, "pycache")}
     argv[0] = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
     done = process.run(argv, cwd=cwd, env=env, timeout=timeout, cap=cap, wrap=wrap)
     result = SuiteResult(done.exit_code, done.timed_out, done.output, done.elapsed, "exit-code")
