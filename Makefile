@@ -1,6 +1,6 @@
 PYTHON ?= python3
 
-.PHONY: all check test demo bench clean
+.PHONY: all check test demo ask-demo pyz bench clean
 
 all: check test demo
 
@@ -17,6 +17,15 @@ demo:
 	@tmp=$$(mktemp -d) && cp -r examples/broken-calculator "$$tmp/repo" && \
 	GOLEM_STATE_DIR="$$tmp/state" $(PYTHON) -m golem fix -dir "$$tmp/repo" -provider demo; \
 	status=$$?; rm -rf "$$tmp"; exit $$status
+
+# read-only: the scripted model answers a question about examples/notes, naming its files
+ask-demo:
+	$(PYTHON) -m golem ask -dir examples/notes -provider demo \
+		"which release added rate limiting, and what is the default?"
+
+# one file that runs golem anywhere Python 3.11+ does: python3 golem.pyz --help
+pyz:
+	$(PYTHON) tools/build_pyz.py golem.pyz
 
 bench:
 	$(PYTHON) bench/run.py

@@ -67,6 +67,12 @@ def _agent_flags(parser: argparse.ArgumentParser, tests: bool = True) -> None:
     _flag(parser, "max-tokens", dest="max_tokens", type=int, default=None,
           help="completion tokens per model reply (default: the provider's)")
     _flag(parser, "retries", type=int, default=5, help="provider retries per call (default 5)")
+    _flag(parser, "record", metavar="FILE",
+          help="save the run's HTTP exchanges with the provider (no key in them) as JSONL")
+    _flag(parser, "replay", metavar="FILE",
+          help="serve the provider's replies from a -record file: no key, no network")
+    _flag(parser, "replay-strict", dest="replay_strict", action="store_true",
+          help="with -replay: a request that differs from the recording is an error")
     _flag(parser, "window", type=int, default=10, metavar="N",
           help="recent tool results the model sees whole; older ones become one-line "
                "placeholders (0: keep all; default %(default)s)")
@@ -110,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(verify, "json", action="store_true", help="print the result as one JSON object last")
     trace = command("trace", "render a recorded JSONL trace for a person")
     trace.add_argument("file", help="a trace written with -trace")
+    _flag(trace, "html", metavar="OUT", help="write one self-contained HTML page to OUT")
     undo = command("undo", "put the workspace back as it was before a run")
     undo.add_argument("run", nargs="?", help="run id (default: the last run in -dir)")
     _flag(undo, "dir", default=".", help="the workspace (default .)")
@@ -123,8 +130,13 @@ def _provider_config(args: argparse.Namespace) -> ProviderConfig:
     if name not in provider_names():
         raise UsageError(f"unknown provider {name!r}; choose one of: "
                          + ", ".join(provider_names()))
+    replay = getattr(args, "replay", None)
+    if replay and getattr(args, "record", None):
+        raise UsageError("-record and -replay cannot be used together")
+    if getattr(args, "replay_strict", False) and not replay:
+        raise UsageError("-replay-strict needs -replay FILE")
     key = None
-    if name in KEYS:
+    if name in KEYS and not replay:  # a replay sends nothing, so it needs no key
         variable, required = KEYS[name]
         value = os.environ.get(variable, "").strip()
         if required and not value:
@@ -135,7 +147,9 @@ def _provider_config(args: argparse.Namespace) -> ProviderConfig:
     if args.retries < 0:
         raise UsageError("-retries must be 0 or more")
     return ProviderConfig(name=name, model=model, api_key=key, base_url=args.base_url,
-                          max_attempts=args.retries + 1, max_tokens=args.max_tokens)
+                          max_attempts=args.retries + 1, max_tokens=args.max_tokens,
+                          record=getattr(args, "record", None), replay=replay,
+                          replay_strict=getattr(args, "replay_strict", False))
 
 
 def _options(args: argparse.Namespace):
@@ -164,8 +178,11 @@ def _agent_command(args: argparse.Namespace) -> int:
     options = _options(args)
     config = options.provider
     secrets = [config.api_key] if config.api_key else []
+    if args.command == "ask":
+        print(f"question: {' '.join(args.question)}", file=sys.stderr)
     with Trace(options.trace, sys.stderr, secrets) as trace:
         config.on_retry = lambda info: trace.emit("retry", **info)
+        config.on_event = lambda kind, info: trace.emit(kind, **info)
         provider = make_provider(config)
         if args.command == "fix":
             report = fix.fix(options, provider, trace, config.model, secrets)
@@ -177,7 +194,15 @@ def _agent_command(args: argparse.Namespace) -> int:
             report = run.ask(options, provider, trace, config.model, " ".join(args.question),
                              secrets)
             line = report["answer"] or f"(no answer: stop={report['stop']})"
-    return _finish(args, report, line)
+    if args.command != "ask":
+        return _finish(args, report, line)
+    tokens = report["tokens"]
+    print(f"cost: {report['steps']} model call(s), {report['tool_calls']} tool call(s), "
+          f"{tokens['prompt']} tokens in, {tokens['completion']} out, ${report['cost']:.4f}",
+          file=sys.stderr)
+    code = _finish(args, report, line)
+    print(f"({report['messages']} messages)", file=sys.stderr)
+    return code
 
 
 def _verify_command(args: argparse.Namespace) -> int:
@@ -222,6 +247,11 @@ def _tools_command(args: argparse.Namespace) -> int:
 
 def _trace_command(args: argparse.Namespace) -> int:
     from golem.trace import render
+    if args.html:
+        from golem.trace.html import write_report
+        write_report(args.file, args.html)
+        print(f"wrote {args.html}", file=sys.stderr)
+        return 0
     try:
         with open(args.file, encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
@@ -236,6 +266,8 @@ def _trace_command(args: argparse.Namespace) -> int:
                     print(text)
     except OSError as exc:
         raise UsageError(f"cannot read trace {args.file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{args.file}: not a golem trace (not UTF-8 text)") from None
     return 0
 
 
@@ -282,3 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("golem: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`golem tools | head`): not an error worth a traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0

@@ -3,7 +3,8 @@
 `ScriptedProvider` replays a fixed list of turns, chosen by how many assistant turns the
 conversation already holds, so it answers the same way however the tools behave. It proves
 the machinery (the loop, the tools, the sandbox, the verifier), not a model's intelligence.
-`DemoProvider` is the script that fixes `examples/broken-calculator`.
+`DemoProvider` is the script that fixes `examples/broken-calculator`, or, offered only the
+reading tools (`golem ask`), the one that answers a question about `examples/notes`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,18 @@ CALCULATOR_FIX: list[Turn] = [
     {"say": "Fixed two defects in calculator/core.py: mean divided by len(values) - 1 instead "
             "of len(values), and power multiplied exponent - 1 times instead of exponent "
             "times. The whole suite passes."},
+]
+
+# `golem ask` on examples/notes: read-only, so it is chosen when write_file is not offered.
+NOTES_ASK: list[Turn] = [
+    {"say": "Searching the files for rate limiting.",
+     "call": [("search_files", {"pattern": "rate"})]},
+    {"say": "The changelog and the defaults both mention it; reading them.",
+     "call": [("read_file", {"path": "CHANGELOG.md"}),
+              ("read_file", {"path": "config/defaults.toml"})]},
+    {"say": "Rate limiting was added in release 1.4.0 (CHANGELOG.md, line 10). The default is "
+            "60 requests per minute per client: `rate_limit = 60` in config/defaults.toml "
+            "(line 8), where 0 turns rate limiting off."},
 ]
 
 
@@ -62,3 +75,9 @@ class DemoProvider(ScriptedProvider):
 
     def __init__(self, config: Any = None):
         super().__init__(CALCULATOR_FIX, name="demo")
+
+    def complete(self, request: Request) -> Response:
+        """The fix script when the model may write, else the read-only `ask` script."""
+        writes = any(spec.name == "write_file" for spec in request.tools)
+        script = CALCULATOR_FIX if writes else NOTES_ASK
+        return ScriptedProvider(script, self.name).complete(request)

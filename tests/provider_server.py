@@ -44,6 +44,23 @@ def chat(content: str | None = None, tool_calls: list[tuple[str, dict]] | None =
             {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
 
 
+def anthropic_reply(text: str | None = None, tool_uses: list[tuple[str, dict]] | None = None,
+                    stop: str | None = None, usage: dict | None = None,
+                    before: list[dict] | None = None) -> dict:
+    """An Anthropic Messages API reply: the `before` blocks (thinking), text, then tool_use."""
+    content: list[dict[str, Any]] = list(before or [])
+    if text:
+        content.append({"type": "text", "text": text})
+    for i, (name, args) in enumerate(tool_uses or []):
+        content.append({"type": "tool_use", "id": f"toolu_{i}_{name}", "name": name,
+                        "input": args})
+    if stop is None:
+        stop = "tool_use" if tool_uses else "end_turn"
+    return {"id": "msg_test", "type": "message", "role": "assistant", "model": "claude-test",
+            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "usage": usage if usage is not None else {"input_tokens": 100, "output_tokens": 20}}
+
+
 class ProviderServer:
     """Context manager: `with ProviderServer([chat(...), ...]) as server: server.url`."""
 
@@ -111,6 +128,11 @@ class ProviderServer:
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
+
+    @property
+    def root(self) -> str:
+        """The URL without `/v1`: the base URL for Anthropic, whose paths start with /v1."""
+        return self.url.removesuffix("/v1")
 
     def __enter__(self) -> ProviderServer:
         self._thread.start()

@@ -50,6 +50,13 @@ class ProviderConfig:
     retry_base: float = 0.5         # first backoff wait in seconds, doubled per retry
     retry_cap: float = 8.0          # longest backoff wait
     retry_after_cap: float = 60.0   # longest server-requested wait we honour
+    record: str | None = None       # append every HTTP exchange to this JSONL file
+    replay: str | None = None       # serve HTTP replies from this recording instead
+    replay_strict: bool = False     # a request that differs from the recording is an error
+    # How providers make HTTP exchanges (None: the network); make_provider sets it for
+    # record and replay, so provider code is the same online and offline.
+    transport: Callable[..., tuple] | None = field(default=None, repr=False)
+    on_event: Callable[[str, dict], None] | None = field(default=None, repr=False)
 
 
 def _openrouter(config: ProviderConfig) -> Provider:
@@ -63,6 +70,11 @@ def _openai(config: ProviderConfig) -> Provider:
     return OpenAICompatible(config, default_base="https://api.openai.com/v1", name="openai")
 
 
+def _anthropic(config: ProviderConfig) -> Provider:
+    from golem.llm.anthropic import Anthropic
+    return Anthropic(config)
+
+
 def _demo(config: ProviderConfig) -> Provider:
     from golem.demo import DemoProvider
     return DemoProvider(config)
@@ -71,6 +83,7 @@ def _demo(config: ProviderConfig) -> Provider:
 PROVIDERS: dict[str, Callable[[ProviderConfig], Provider]] = {
     "openrouter": _openrouter,
     "openai": _openai,
+    "anthropic": _anthropic,
     "demo": _demo,
 }
 
@@ -78,6 +91,7 @@ PROVIDERS: dict[str, Callable[[ProviderConfig], Provider]] = {
 KEYS: dict[str, tuple[str, bool]] = {
     "openrouter": ("OPENROUTER_API_KEY", True),
     "openai": ("OPENAI_API_KEY", False),
+    "anthropic": ("ANTHROPIC_API_KEY", True),
 }
 
 
@@ -92,4 +106,7 @@ def make_provider(config: ProviderConfig) -> Provider:
     except KeyError:
         raise UsageError(f"unknown provider {config.name!r}; choose one of: "
                          + ", ".join(provider_names())) from None
+    if config.transport is None and (config.record or config.replay):
+        from golem.llm.recording import transport_for
+        config.transport = transport_for(config)
     return factory(config)

@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 from golem.errors import OutOfTime, ProviderError
 
-__all__ = ["post_json", "error_detail", "error_code", "RETRY_STATUSES"]
+__all__ = ["post_json", "error_detail", "error_code", "RETRY_STATUSES", "Transport",
+           "TransportFailure", "urllib_transport"]
 
 # Statuses worth another try (openai-python and anthropic-sdk also retry any 5xx).
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -61,19 +62,29 @@ class _Failure(Exception):
         self.headers = headers or {}
 
 
+# What a transport raises for one failed attempt: a network error, a timeout, a body too big.
+TransportFailure = _Failure
+# One HTTP exchange: (url, JSON payload, headers, seconds allowed, byte cap) -> (status,
+# lower-cased headers, raw body). `urllib_transport` is the real one; recording.py wraps it.
+Transport = Callable[[str, bytes, dict[str, str], float, int], tuple[int, dict[str, str], bytes]]
+
+
 def post_json(url: str, body: Any, headers: dict[str, str], *, timeout: float,
               deadline: float | None, max_bytes: int, max_attempts: int, retry_base: float,
               retry_cap: float, retry_after_cap: float,
               on_retry: Callable[[dict], None] | None = None,
               sleep: Callable[[float], None] = time.sleep, label: str = "provider",
-              key_name: str | None = None) -> tuple[int, dict[str, str], Any]:
+              key_name: str | None = None,
+              transport: Transport | None = None) -> tuple[int, dict[str, str], Any]:
     """POST `body` as JSON and return (status, lower-cased headers, parsed JSON).
 
     Retries connection failures, timeouts and transient statuses (also an error object with a
     transient code inside a 200) with backoff or the server's Retry-After. Raises OutOfTime
     when no time is left before `deadline` (a time.monotonic() instant) or a wait would pass
     it, and ProviderError when the provider fails for good. `label` starts every message;
-    `key_name` (an environment variable) is named when the key is refused.
+    `key_name` (an environment variable) is named when the key is refused. `transport` makes
+    the exchange (default: `urllib_transport`); one with a true `instant` attribute (a replay)
+    is not waited for between retries.
     """
     secrets = _secrets(headers)
     payload = json.dumps(body).encode()
@@ -86,7 +97,9 @@ def post_json(url: str, body: Any, headers: dict[str, str], *, timeout: float,
                 raise OutOfTime(f"{label}: no time left for the model call")
             budget = min(timeout, left)
         try:
-            return _attempt(url, payload, headers, budget, max_bytes)
+            status, reply_headers, raw = (transport or urllib_transport)(
+                url, payload, headers, budget, max_bytes)
+            return _judge(status, reply_headers, raw)
         except _Failure as failure:
             text = _scrub(failure.text, secrets)
             if deadline is not None and time.monotonic() >= deadline:
@@ -114,13 +127,14 @@ def post_json(url: str, body: Any, headers: dict[str, str], *, timeout: float,
             if on_retry is not None:
                 on_retry({"status": failure.status, "error": text[:300], "wait": wait,
                           "attempt": attempt, "max_attempts": attempts})
-            sleep(wait)
+            if not getattr(transport, "instant", False):
+                sleep(wait)
     raise AssertionError("unreachable")  # the loop always returns or raises
 
 
-def _attempt(url: str, payload: bytes, headers: dict[str, str], budget: float,
-             max_bytes: int) -> tuple[int, dict[str, str], Any]:
-    """Make one request; return the parsed reply or raise _Failure."""
+def urllib_transport(url: str, payload: bytes, headers: dict[str, str], budget: float,
+                     max_bytes: int) -> tuple[int, dict[str, str], bytes]:
+    """Make one real request; return (status, lower-cased headers, body) or raise _Failure."""
     req = urllib.request.Request(url, data=payload, method="POST",
                                  headers={"Content-Type": "application/json", **headers})
     started = time.monotonic()
@@ -140,7 +154,7 @@ def _attempt(url: str, payload: bytes, headers: dict[str, str], budget: float,
                        None, False) from None
     except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError) as err:
         raise _Failure(_network_text(err, url, budget), None, True) from None
-    return _judge(status, reply_headers, raw)
+    return status, reply_headers, raw
 
 
 def _read(resp: Any, max_bytes: int, until: float) -> bytes:

@@ -52,7 +52,7 @@ class OpenAICompatible:
             max_bytes=config.max_response_bytes, max_attempts=config.max_attempts,
             retry_base=config.retry_base, retry_cap=config.retry_cap,
             retry_after_cap=config.retry_after_cap, on_retry=config.on_retry,
-            label=self.name, key_name=key_name)
+            label=self.name, key_name=key_name, transport=config.transport)
         return self._parse(data)
 
     def _headers(self) -> dict[str, str]:

@@ -53,9 +53,13 @@ def render(record: dict[str, Any]) -> str | None:
     if event == "run_end":
         ms = round(1000 * float(record.get("elapsed_s", 0)))
         extra = f" error={_compact(record['error'], 200)}" if record.get("error") else ""
+        tokens = record.get("tokens") if isinstance(record.get("tokens"), dict) else {}
+        cached = f" cached={tokens['cached']}" if tokens.get("cached") else ""
+        cost = record.get("cost")
+        cost_text = f" cost=${cost:.4f}" if isinstance(cost, (int, float)) else ""
         return (f"* run finished [stop={record.get('stop')} steps={record.get('steps')} "
-                f"tool_calls={record.get('tool_calls')} tokens={record.get('tokens_total')} "
-                f"elapsed={ms}ms{extra}]")
+                f"tool_calls={record.get('tool_calls')} tokens={record.get('tokens_total')}"
+                f"{cached}{cost_text} elapsed={ms}ms{extra}]")
     if event == "baseline":
         return f". baseline [{record.get('summary')}]"
     if event == "verdict":

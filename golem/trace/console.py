@@ -35,9 +35,11 @@ def wants_color(stream: TextIO) -> bool:
 
 def _width(stream: TextIO) -> int:
     try:
-        return max(20, os.get_terminal_size(stream.fileno()).columns - 1)
+        columns = os.get_terminal_size(stream.fileno()).columns
     except (AttributeError, OSError, ValueError):
-        return 79
+        columns = 0
+    # one short of the width: a line that fills it would wrap, and \r only goes back one row
+    return max(20, columns - 1) if columns > 0 else 79
 
 
 def color_of(record: dict[str, Any]) -> str | None:
@@ -57,8 +59,8 @@ def color_of(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _limit(value: float, limit: float, fmt: str) -> str:
-    return fmt.format(value) + (("/" + fmt.format(limit)) if limit else "")
+def _limit(value: float, limit: float, fmt: str, limit_fmt: str = "") -> str:
+    return fmt.format(value) + (("/" + (limit_fmt or fmt).format(limit)) if limit else "")
 
 
 def _clock(seconds: float) -> str:
@@ -103,7 +105,7 @@ class Console:
         elapsed = time.monotonic() - self._started
         line = (f"[step {_limit(self._steps, budget.get('steps') or 0, '{:.0f}')}"
                 f" | tokens {_limit(self._tokens, budget.get('tokens') or 0, '{:,.0f}')}"
-                f" | ${_limit(self._cost, budget.get('cost') or 0, '{:.4f}')}"
+                f" | ${_limit(self._cost, budget.get('cost') or 0, '{:.4f}', '{:.2f}')}"
                 f" | {_clock(elapsed)}"
                 + (f"/{_clock(budget['wall_s'])}" if budget.get("wall_s") else "") + "]")
         line = line[:_width(self.stream)]

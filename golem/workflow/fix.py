@@ -105,9 +105,9 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
 
 
 def _own_files(root: str, options: Options) -> set[str]:
-    """golem's own output files (trace, patch) that live inside the workspace."""
+    """golem's own output files (trace, patch, recording) that live inside the workspace."""
     own = set()
-    for path in (options.trace, options.patch):
+    for path in (options.trace, options.patch, options.provider.record):
         if path:
             rel = os.path.relpath(os.path.realpath(path), root)
             if not rel.startswith(".."):

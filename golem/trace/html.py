@@ -1,0 +1,315 @@
+"""`golem trace FILE -html OUT`: a recorded run as one self-contained HTML page.
+
+The page loads nothing: the styles are inline and there is no script (steps and tool results
+fold with `<details>`). Every value that came from the model, the repository or a command
+is escaped, so a file holding `<script>` shows up as text. The page is written to a
+temporary file beside OUT and moved into place, so OUT is never half-written.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import os
+from typing import Any, Callable, Iterable
+
+from golem.errors import UsageError
+
+Event = dict[str, Any]
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:72rem;padding:1rem 1.5rem;
+ color:#1d1d1f;background:#fff}
+h1{font-size:1.5rem;margin:.2rem 0}h2{font-size:1.1rem;margin:1.6rem 0 .5rem;
+ border-bottom:1px solid #ddd}h3{font-size:1rem;margin:.4rem 0}
+pre{background:#f6f6f6;padding:.5rem;overflow-x:auto;white-space:pre-wrap;
+ word-break:break-word;margin:.3rem 0;font-size:12.5px}
+table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.25rem .6rem;
+ text-align:left;vertical-align:top}th{background:#fafafa}
+.verdict{display:inline-block;padding:.15rem .6rem;border-radius:.3rem;color:#fff;
+ background:#666;font-weight:600}
+.VERIFIED,.ALREADY_GREEN,.answered{background:#1a7f37}.FAILED,.REJECTED{background:#cf222e}
+.grid{display:grid;grid-template-columns:1fr 1fr;gap:1rem}
+.box{border:1px solid #ddd;border-radius:.3rem;padding:.5rem .8rem}
+.step{border-left:3px solid #0969da;padding:.2rem .8rem;margin:.8rem 0}
+.meta{color:#666;font-size:12.5px}.error{color:#9a6700;font-weight:600}
+.add{color:#1a7f37}.del{color:#cf222e}.hunk{color:#8250df}
+ul.ids{margin:.2rem 0;padding-left:1.2rem;font-family:monospace;font-size:12.5px}
+summary{cursor:pointer}
+"""
+
+
+def e(value: Any) -> str:
+    """Escape anything for HTML text or an attribute value."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def read_events(path: str) -> list[Event]:
+    """The events of a JSONL trace; UsageError (one line) when it is not one."""
+    events = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    raise UsageError(f"{path}:{number}: not a JSON line") from None
+                if isinstance(record, dict) and isinstance(record.get("event"), str):
+                    events.append(record)
+    except OSError as exc:
+        raise UsageError(f"cannot read trace {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a golem trace (not UTF-8 text)") from None
+    if not events:
+        raise UsageError(f"{path}: no golem events in it; write one with -trace FILE")
+    return events
+
+
+def split_runs(events: list[Event]) -> list[list[Event]]:
+    """One list per run: a trace file is appended to, so it may hold several."""
+    runs: list[list[Event]] = [[]]
+    for record in events:
+        kinds = {r["event"] for r in runs[-1]}
+        closed = "verdict" in kinds or ("run_end" in kinds and "baseline" not in kinds)
+        restart = "run_end" in kinds and record["event"] in ("baseline", "run_start")
+        if runs[-1] and (closed or restart):
+            runs.append([])
+        runs[-1].append(record)
+    return runs
+
+
+def _time(record: Event | None) -> _dt.datetime | None:
+    try:
+        return _dt.datetime.fromisoformat(str(record["time"])) if record else None
+    except (KeyError, ValueError):
+        return None
+
+
+def _seconds(start: Event | None, end: Event | None) -> float | None:
+    a, b = _time(start), _time(end)
+    if a is None or b is None:
+        return None
+    try:
+        return max(0.0, (b - a).total_seconds())
+    except TypeError:       # one time with a zone, one without
+        return None
+
+
+def _dur(seconds: Any) -> str:
+    try:
+        seconds = float(seconds)
+    except (TypeError, ValueError):
+        return "?"
+    return f"{seconds * 1000:.0f}ms" if seconds < 1 else f"{seconds:.1f}s"
+
+
+def _first(run: list[Event], kind: str) -> Event | None:
+    return next((r for r in run if r["event"] == kind), None)
+
+
+def _last(run: list[Event], kind: str) -> Event | None:
+    return next((r for r in reversed(run) if r["event"] == kind), None)
+
+
+def _ids(title: str, ids: Iterable[Any]) -> str:
+    ids = list(ids or [])
+    if not ids:
+        return ""
+    items = "".join(f"<li>{e(i)}</li>" for i in ids)
+    return f"<div><b>{e(title)}</b> ({len(ids)})<ul class=ids>{items}</ul></div>"
+
+
+def _limit(value: Any, show: Callable[[float], str] = "{:,.0f}".format) -> str:
+    try:
+        return "no limit" if not value else e(show(float(value)))
+    except (TypeError, ValueError):
+        return e(value)
+
+
+def _clock(value: float) -> str:
+    """A wall budget as a person writes it: 90s, 30m, 1h30m."""
+    seconds = int(value)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + \
+        (f"{secs}s" if secs else "")
+    return text or "0s"
+
+
+def _header(run: list[Event]) -> str:
+    verdict, end, start = _last(run, "verdict"), _last(run, "run_end"), _first(run, "run_start")
+    if verdict:
+        name, summary = verdict.get("verdict"), verdict.get("summary")
+    elif end:
+        name, summary = end.get("stop"), f"the run stopped: {end.get('stop')} (no verdict)"
+    else:
+        name, summary = "INCOMPLETE", "the trace ends before the run did"
+    out = [f"<h1><span class='verdict {e(name)}'>{e(name)}</span></h1><p>{e(summary)}</p>"]
+    rows = []
+    if start:
+        budget = start.get("budget") or {}
+        rows += [("provider", e(start.get("provider"))), ("model", e(start.get("model"))),
+                 ("budgets", f"steps {_limit(budget.get('steps'))}, tokens "
+                  f"{_limit(budget.get('tokens'))}, wall {_limit(budget.get('wall_s'), _clock)}, "
+                  f"cost {_limit(budget.get('cost'), '${:.2f}'.format)}")]
+    if end:
+        tokens = end.get("tokens") or {}
+        try:
+            cost = None if end.get("cost") is None else f"${float(end['cost']):.4f}"
+        except (TypeError, ValueError):
+            cost = str(end.get("cost"))
+        rows += [("stop", e(end.get("stop"))), ("steps", e(end.get("steps"))),
+                 ("tool calls", e(end.get("tool_calls"))),
+                 ("tokens", f"{e(end.get('tokens_total'))} ({e(tokens.get('prompt'))} in, "
+                  f"{e(tokens.get('completion'))} out)"),
+                 ("cost", "not reported" if cost is None else e(cost)),
+                 ("elapsed", e(_dur(end.get("elapsed_s"))))]
+        if end.get("error"):
+            rows.append(("error", f"<span class=error>{e(end['error'])}</span>"))
+    notes = [r for r in run if r["event"] == "note"]
+    rows += [("note", e(n.get("message"))) for n in notes]
+    if rows:
+        out.append("<table>" + "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>"
+                                       for k, v in rows) + "</table>")
+    if start and start.get("task"):
+        out.append(f"<details><summary>the task given to the model</summary>"
+                   f"<pre>{e(start['task'])}</pre></details>")
+    return "".join(out)
+
+
+def _tests(run: list[Event]) -> str:
+    before, after = _last(run, "baseline"), _last(run, "verification")
+    if not before and not after:
+        return ""
+    cells = []
+    for label, record in (("before", before), ("after", after)):
+        if record is None:
+            cells.append(f"<div class=box><h3>{label}</h3><p>not run</p></div>")
+            continue
+        counts = record.get("counts")
+        counts_text = ", ".join(f"{e(n)} {e(k)}" for k, n in sorted(counts.items())) \
+            if isinstance(counts, dict) else "exit code only"
+        cells.append(f"<div class=box><h3>{label}</h3><p>{e(record.get('summary'))}</p>"
+                     f"<p class=meta>{counts_text}; evidence: {e(record.get('evidence'))}</p>"
+                     + _ids("failing", record.get("failing")) + "</div>")
+    verdict = _last(run, "verdict") or {}
+    graded = "".join(_ids(title, verdict.get(key)) for key, title in (
+        ("fixed", "fixed"), ("still_failing", "still failing"),
+        ("newly_failing", "newly failing"), ("missing", "missing")))
+    return f"<h2>Tests</h2><div class=grid>{''.join(cells)}</div>{graded}"
+
+
+def _diff(text: str) -> str:
+    rows = []
+    for line in str(text).splitlines():
+        kind = "hunk" if line.startswith("@@") else "add" if line.startswith("+") and not \
+            line.startswith("+++") else "del" if line.startswith("-") and not \
+            line.startswith("---") else ""
+        rows.append(f"<span class={kind}>{e(line)}</span>" if kind else e(line))
+    return "<pre>" + "\n".join(rows) + "</pre>"
+
+
+def _claim(run: list[Event]) -> str:
+    verdict, end = _last(run, "verdict"), _last(run, "run_end")
+    claimed = (verdict or {}).get("claimed") or (end or {}).get("claimed") or ""
+    if not verdict and not end:
+        return ""
+    evidence = [f"<p>{e(verdict.get('summary'))}</p>" if verdict else
+                "<p>no verdict: golem does not judge this kind of run</p>"]
+    if verdict:
+        changed = verdict.get("changed_files") or []
+        evidence.append(_ids("changed files", changed) or "<p>no files changed</p>")
+        for item in verdict.get("protected_changes") or []:
+            evidence.append(f"<p class=error>protected: {e(item.get('path'))}: "
+                            f"{e(item.get('reason'))}</p>")
+    out = ("<h2>The model's claim and golem's evidence</h2><div class=grid>"
+           f"<div class=box><h3>the model said</h3><pre>{e(claimed) or '(nothing)'}</pre></div>"
+           f"<div class=box><h3>golem found</h3>{''.join(evidence)}</div></div>")
+    if verdict and verdict.get("diff"):
+        out += f"<h2>Diff</h2>{_diff(verdict['diff'])}"
+    return out
+
+
+def _steps(run: list[Event]) -> list[tuple[Event, list[Event]]]:
+    steps: list[tuple[Event, list[Event]]] = []
+    for record in run:
+        if record["event"] == "request":
+            steps.append((record, []))
+        elif steps and record["event"] in ("response", "tool_call", "tool_result", "retry"):
+            steps[-1][1].append(record)
+    return steps
+
+
+def _timeline(run: list[Event]) -> str:
+    start = _first(run, "run_start")
+    steps = _steps(run)
+    if not steps:
+        return ""
+    out = ["<h2>Timeline</h2>"]
+    ends = [request for request, _ in steps[1:]] + [_last(run, "run_end")]
+    for (request, events), end in zip(steps, ends):
+        response = next((r for r in events if r["event"] == "response"), None)
+        usage = (response or {}).get("usage") or {}
+        meta = (f"at +{_dur(_seconds(start, request))}, took {_dur(_seconds(request, end))} "
+                f"(model {_dur(_seconds(request, response))}); tokens "
+                f"{e(usage.get('prompt', '?'))} in, {e(usage.get('completion', '?'))} out")
+        if response and response.get("finish") not in (None, "stop", "tool_calls"):
+            meta += f"; finish: {e(response.get('finish'))}"
+        body = []
+        if response and response.get("content"):
+            body.append(f"<pre>{e(response['content'])}</pre>")
+        results = {r.get("id"): r for r in events if r["event"] == "tool_result"}
+        for record in events:
+            if record["event"] == "retry":
+                body.append(f"<p class=error>provider retry: {e(record.get('error'))}</p>")
+            if record["event"] != "tool_call":
+                continue
+            result = results.get(record.get("id"))
+            args = json.dumps(record.get("arguments", {}), indent=1, ensure_ascii=False,
+                              default=repr)
+            body.append(f"<h3>{e(record.get('name'))}</h3><pre>{e(args)}</pre>")
+            if result is not None:
+                text = str(result.get("content", ""))
+                flag = " <span class=error>error</span>" if result.get("error") else ""
+                lines = len(text.splitlines())
+                body.append(f"<details><summary>result ({lines} line{'' if lines == 1 else 's'})"
+                            f"{flag}</summary><pre>{e(text)}</pre></details>")
+        out.append(f"<div class=step><h3>step {e(request.get('step'))}</h3>"
+                   f"<p class=meta>{meta}</p>{''.join(body)}</div>")
+    return "".join(out)
+
+
+def page(events: list[Event], source: str = "") -> str:
+    """The whole HTML page for the events of one trace file."""
+    runs = split_runs(events)
+    sections = []
+    for number, run in enumerate(runs, 1):
+        title = f"<h2>Run {number} of {len(runs)}</h2>" if len(runs) > 1 else ""
+        sections.append(f"<section>{title}{_header(run)}{_tests(run)}{_claim(run)}"
+                        f"{_timeline(run)}</section>")
+    verdict = _last(runs[-1], "verdict")
+    name = (verdict or {}).get("verdict") or ((_last(runs[-1], "run_end") or {}).get("stop"))
+    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+            "<meta name=viewport content='width=device-width,initial-scale=1'>"
+            f"<title>golem: {e(name or 'trace')} {e(os.path.basename(source))}</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(sections)}"
+            f"<p class=meta>rendered by golem trace -html from {e(source)}</p></body></html>\n")
+
+
+def write_report(trace_path: str, out_path: str) -> None:
+    """Render the trace at `trace_path` to `out_path`, atomically; UsageError on bad input."""
+    text = page(read_events(trace_path), trace_path)
+    tmp = f"{out_path}.{os.getpid()}.part"
+    try:
+        with open(tmp, "w", encoding="utf-8", errors="replace") as handle:
+            handle.write(text)
+        os.replace(tmp, out_path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise UsageError(f"cannot write {out_path}: {exc.strerror}") from None

@@ -1,0 +1,209 @@
+"""`golem trace FILE -html OUT`: one self-contained page, with everything from the data escaped."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from html.parser import HTMLParser
+
+from tests.fixtures import REPO_ROOT, GolemCase, read, read_trace, run_cli
+
+CALCULATOR = os.path.join(REPO_ROOT, "examples", "broken-calculator")
+NOTES = os.path.join(REPO_ROOT, "examples", "notes")
+PLANTED = "<script>alert(1)</script>"
+# Tags that make a browser fetch or run something.
+FETCHING = {"script", "link", "img", "iframe", "object", "embed", "source", "video", "audio",
+            "base", "form"}
+
+
+class Tags(HTMLParser):
+    """The real tags of a page (escaped text is not a tag), and the text of its <style>."""
+
+    def __init__(self, page: str):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.style = ""
+        self._in_style = False
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag):
+        self._in_style = False
+
+    def handle_data(self, data):
+        if self._in_style:
+            self.style += data
+
+
+def assertSelfContained(case, page: str) -> None:
+    """No tag that loads or runs anything, no event handlers, links only as plain links."""
+    case.assertNotIn("<script", page.lower())
+    parsed = Tags(page)
+    for tag, attrs in parsed.tags:
+        case.assertNotIn(tag, FETCHING)
+        for name, value in attrs.items():
+            case.assertFalse(name.startswith("on") or name in ("src", "srcset"), (tag, name))
+            if name == "href":
+                case.assertEqual(tag, "a")
+                case.assertFalse((value or "").lower().startswith("javascript:"), value)
+    case.assertNotIn("url(", parsed.style)
+    case.assertNotIn("@import", parsed.style)
+
+
+class RecordedRunTest(GolemCase):
+    def setUp(self):
+        super().setUp()
+        self.repo = os.path.join(self.tmp, "repo")
+        shutil.copytree(CALCULATOR, self.repo)
+        code, out, err = run_cli(["fix", "-dir", self.repo, "-provider", "demo",
+                                  "-trace", self.trace])
+        self.assertEqual(code, 0, err)
+        self.events = read_trace(self.trace)
+        self.out = os.path.join(self.tmp, "report.html")
+
+    def render(self) -> str:
+        code, out, err = run_cli(["trace", self.trace, "-html", self.out])
+        self.assertEqual((code, out), (0, ""), err)
+        return read(self.out)
+
+    def test_page_shows_the_run(self):
+        page = self.render()
+        verdict = [e for e in self.events if e["event"] == "verdict"][-1]
+        self.assertIn("VERIFIED", page)
+        self.assertIn(verdict["summary"], page)
+        for call in (e for e in self.events if e["event"] == "tool_call"):
+            self.assertIn(f"<h3>{call['name']}</h3>", page)
+        self.assertIn("edited calculator/core.py at line 20", page)   # a tool result
+        baseline = [e for e in self.events if e["event"] == "baseline"][0]
+        self.assertTrue(baseline["failing"])
+        for test_id in baseline["failing"]:
+            self.assertIn(test_id, page)
+        self.assertIn("calculator/core.py", page)                     # changed files
+        self.assertIn("Fixed two defects in calculator/core.py", page)  # the claim
+        self.assertIn("<details>", page)
+        for fact in ("demo", "tool calls", "tokens", "elapsed", "answered", "step 7"):
+            self.assertIn(fact, page)
+        assertSelfContained(self, page)
+
+    def test_console_stream_unchanged_without_html(self):
+        code, out, err = run_cli(["trace", self.trace])
+        self.assertEqual(code, 0, err)
+        self.assertIn("1 | list_files", out)
+        self.assertIn("* run finished [stop=answered", out)
+
+    def test_write_replaces_the_file_atomically(self):
+        with open(self.out, "w", encoding="utf-8") as handle:
+            handle.write("old")
+        page = self.render()
+        self.assertTrue(page.startswith("<!DOCTYPE html>"))
+        self.assertEqual(sorted(os.listdir(self.tmp)),
+                         sorted(["repo", "state", "trace.jsonl", "report.html"]))
+
+    def test_a_trace_appended_to_twice_shows_both_runs(self):
+        code, _, err = run_cli(["fix", "-dir", self.repo, "-provider", "demo",
+                                "-trace", self.trace])
+        self.assertEqual(code, 0, err)
+        page = self.render()
+        self.assertIn("Run 1 of 2", page)
+        self.assertIn("Run 2 of 2", page)
+        self.assertIn("ALREADY_GREEN", page)
+
+
+class BadInputTest(GolemCase):
+    def assertOneLine(self, args, *fragments):
+        code, out, err = run_cli(args)
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        for fragment in fragments:
+            self.assertIn(fragment, err)
+
+    def test_missing_file(self):
+        missing = os.path.join(self.tmp, "nope.jsonl")
+        self.assertOneLine(["trace", missing, "-html", os.path.join(self.tmp, "o.html")],
+                           "nope.jsonl")
+
+    def test_not_json(self):
+        with open(self.trace, "w", encoding="utf-8") as handle:
+            handle.write('{"event": "note", "time": "x"}\nnot json\n')
+        out = os.path.join(self.tmp, "o.html")
+        self.assertOneLine(["trace", self.trace, "-html", out], ":2:")
+        self.assertFalse(os.path.exists(out))
+
+    def test_not_text(self):
+        with open(self.trace, "wb") as handle:
+            handle.write(b"\xff\xfe\x00binary")
+        self.assertOneLine(["trace", self.trace, "-html", os.path.join(self.tmp, "o.html")],
+                           "UTF-8")
+        self.assertOneLine(["trace", self.trace], "UTF-8")
+
+    def test_no_events(self):
+        with open(self.trace, "w", encoding="utf-8") as handle:
+            handle.write("[1, 2]\n")
+        self.assertOneLine(["trace", self.trace, "-html", os.path.join(self.tmp, "o.html")],
+                           "no golem events")
+
+    def test_unwritable_output(self):
+        with open(self.trace, "w", encoding="utf-8") as handle:
+            handle.write('{"event": "note", "time": "x", "message": "hi"}\n')
+        self.assertOneLine(["trace", self.trace, "-html",
+                            os.path.join(self.tmp, "no", "such", "dir.html")], "cannot write")
+
+
+class EscapingTest(GolemCase):
+    def test_planted_script_in_a_file_the_model_read(self):
+        notes = os.path.join(self.tmp, "notes")
+        shutil.copytree(NOTES, notes)
+        with open(os.path.join(notes, "CHANGELOG.md"), "a", encoding="utf-8") as handle:
+            handle.write(f"\n{PLANTED}\n")
+        code, _, err = run_cli(["ask", "-dir", notes, "-provider", "demo", "-trace", self.trace,
+                                "which release added rate limiting?"])
+        self.assertEqual(code, 0, err)
+        results = [e["content"] for e in read_trace(self.trace) if e["event"] == "tool_result"]
+        self.assertTrue(any(PLANTED in text for text in results))
+        out = os.path.join(self.tmp, "ask.html")
+        self.assertEqual(run_cli(["trace", self.trace, "-html", out])[0], 0)
+        page = read(out)
+        self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;", page)
+        assertSelfContained(self, page)
+
+    def test_every_field_is_escaped(self):
+        evil = "<img src=x onerror=alert(1)><script>alert(2)</script>\"'&"
+        events = [
+            {"event": "run_start", "time": "2026-01-01T00:00:00.000+00:00", "provider": evil,
+             "model": evil, "budget": {"steps": 5, "tokens": 0, "wall_s": 90, "cost": 1},
+             "task": evil},
+            {"event": "baseline", "time": "2026-01-01T00:00:00.100+00:00", "summary": evil,
+             "failing": [evil], "counts": {evil: 1}, "evidence": evil},
+            {"event": "request", "time": "2026-01-01T00:00:01.000+00:00", "step": 1,
+             "messages": 2},
+            {"event": "response", "time": "2026-01-01T00:00:02.500+00:00", "step": 1,
+             "content": evil, "finish": evil, "usage": {"prompt": 10, "completion": 2}},
+            {"event": "tool_call", "time": "2026-01-01T00:00:02.500+00:00", "step": 1,
+             "id": "c1", "name": evil, "arguments": {evil: evil}},
+            {"event": "tool_result", "time": "2026-01-01T00:00:03.000+00:00", "step": 1,
+             "id": "c1", "name": evil, "error": True, "content": evil},
+            {"event": "run_end", "time": "2026-01-01T00:00:04.000+00:00", "stop": evil,
+             "steps": 1, "tool_calls": 1, "tokens": {"prompt": 10, "completion": 2},
+             "tokens_total": 12, "cost": None, "elapsed_s": 3.0, "claimed": evil, "error": evil},
+            {"event": "verdict", "time": "2026-01-01T00:00:05.000+00:00", "verdict": evil,
+             "summary": evil, "fixed": [evil], "changed_files": [evil], "claimed": evil,
+             "protected_changes": [{"path": evil, "reason": evil}],
+             "diff": f"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-{evil}\n+{evil}\n"},
+        ]
+        with open(self.trace, "w", encoding="utf-8") as handle:
+            handle.write("".join(json.dumps(e) + "\n" for e in events))
+        out = os.path.join(self.tmp, "evil.html")
+        code, _, err = run_cli(["trace", self.trace, "-html", out])
+        self.assertEqual(code, 0, err)
+        page = read(out)
+        assertSelfContained(self, page)
+        self.assertNotIn("<img", page)
+        self.assertIn("&lt;img src=x onerror=alert(1)&gt;", page)
+        self.assertIn("took 3.0s (model 1.5s)", page)   # step timing from event times
+        self.assertIn("<h2>Diff</h2>", page)
+        self.assertIn("wall 1m30s", page)
