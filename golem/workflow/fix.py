@@ -16,7 +16,7 @@ from golem.llm import Provider
 from golem.tools import default_registry
 from golem.trace import Trace
 from golem.workflow import runs
-from golem.workflow.patch import make_patch
+from golem.workflow.patch import diffstat, make_patch
 from golem.workflow.protect import new_tests, protected_changes
 from golem.workflow.setup import Options, Setup
 from golem.workflow.snapshot import Changes, Snapshot, compare, fingerprint
@@ -95,10 +95,12 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         report.update(verdict=verdict.name, summary=verdict.summary, fixed=verdict.fixed,
                       still_failing=verdict.still_failing, newly_failing=verdict.newly_failing,
                       missing=verdict.missing, exit_code=verdict.exit_code)
+        protected_paths = {p for p, _ in protected}
+        allowed = [p for p in changes.all if p not in protected_paths]
+        patch = make_patch(setup.workspace.root, snap, allowed)
+        report["diffstat"] = diffstat(make_patch(setup.workspace.root, snap, changes.all))
         if options.patch:
-            protected_paths = {p for p, _ in protected}
-            allowed = [p for p in changes.all if p not in protected_paths]
-            _write_patch(options.patch, make_patch(setup.workspace.root, snap, allowed))
+            _write_patch(options.patch, patch)
             report["patch"] = options.patch
         trace.emit("verdict", **_verdict_fields(verdict, report))
         return report

@@ -44,16 +44,19 @@ def summary_markdown(report: dict) -> str:
     if report.get("protected_changes"):
         lines += ["", "**Protected files changed:**"] + [
             f"- `{p['path']}`: {p['reason']}" for p in report["protected_changes"]]
-    if report.get("changed_files"):
+    stat = report.get("diffstat") or {}
+    if stat:
+        lines += ["", "| file | + | - |", "|---|---|---|"] + [
+            f"| `{path}` | {added} | {removed} |" for path, (added, removed) in sorted(stat.items())]
+    elif report.get("changed_files"):
         lines += ["", f"Changed files: {len(report['changed_files'])}"]
     return "\n".join(lines) + "\n"
 
 
 def publish(report: dict, out: TextIO) -> None:
-    """Under GitHub Actions, annotate and append the step summary; elsewhere do nothing."""
-    if os.environ.get("GITHUB_ACTIONS") != "true":
-        return
-    annotate(report, out)
+    """Annotate under GitHub Actions; append the step summary wherever one is asked for."""
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        annotate(report, out)
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if path:
         try:

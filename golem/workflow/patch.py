@@ -69,6 +69,23 @@ def file_diff(rel: str, old: bytes | None, new: bytes | None) -> str:
     return ""
 
 
+def diffstat(patch: str) -> dict[str, list[int]]:
+    """Lines added and removed per file in a patch made by `make_patch`."""
+    stat: dict[str, list[int]] = {}
+    current = None
+    for line in patch.splitlines():
+        if line.startswith("diff --git a/"):
+            current = line[len("diff --git a/"):].split(" b/", 1)[0]
+            stat[current] = [0, 0]
+        elif current is None or line.startswith(("+++ ", "--- ")):
+            continue
+        elif line.startswith("+"):
+            stat[current][0] += 1
+        elif line.startswith("-"):
+            stat[current][1] += 1
+    return stat
+
+
 def make_patch(root: str, snap: Snapshot, paths: list[str]) -> str:
     """The diff from the snapshot to the workspace as it is now, for the given paths."""
     parts = []

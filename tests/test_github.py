@@ -1,0 +1,79 @@
+import json
+import os
+import shutil
+import tempfile
+import unittest
+from contextlib import redirect_stderr, redirect_stdout
+from io import StringIO
+from unittest import mock
+
+from golem.cli import main
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "broken-calculator")
+
+
+class GitHubOutputTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+        self.summary = os.path.join(self.tmp, "summary.md")
+
+    def fix(self, repo: str, **env) -> tuple[int, str]:
+        out = StringIO()
+        env = {"GOLEM_STATE_DIR": os.path.join(self.tmp, "state"), **env}
+        with mock.patch.dict(os.environ, env), redirect_stdout(out), redirect_stderr(StringIO()):
+            code = main(["fix", "-dir", repo, "-provider", "demo", "-json"])
+        return code, out.getvalue()
+
+    def copy(self, name: str) -> str:
+        repo = os.path.join(self.tmp, name)
+        shutil.copytree(EXAMPLE, repo)
+        return repo
+
+    def test_verified_run_writes_a_summary_and_no_annotations(self):
+        code, out = self.fix(self.copy("a"), GITHUB_ACTIONS="true",
+                             GITHUB_STEP_SUMMARY=self.summary)
+        self.assertEqual(code, 0)
+        self.assertNotIn("::error", out)
+        with open(self.summary, encoding="utf-8") as handle:
+            text = handle.read()
+        self.assertIn("golem: VERIFIED", text)
+        self.assertIn("test_core.PowerTest.test_square", text)   # tests fixed, by id
+        self.assertIn("| `calculator/core.py` | 2 | 2 |", text)  # diff stat
+        self.assertIn("Cost: $", text)
+        report = json.loads(out.strip().splitlines()[-1])
+        self.assertEqual(report["diffstat"], {"calculator/core.py": [2, 2]})
+
+    def test_failing_tests_and_protected_files_are_annotated(self):
+        repo = self.copy("b")
+        # the demo's edits cannot land: the suite keeps failing, and a test file is touched
+        with open(os.path.join(repo, "calculator", "core.py"), "a") as handle:
+            handle.write("\n")
+        with open(os.path.join(repo, "calculator", "core.py")) as handle:
+            source = handle.read()
+        with open(os.path.join(repo, "calculator", "core.py"), "w") as handle:
+            handle.write(source.replace("range(exponent - 1)", "range(exponent  - 1)"))
+        code, out = self.fix(repo, GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=self.summary)
+        self.assertEqual(code, 1)
+        self.assertIn("::error title=golem: test still failing::test_core.PowerTest.test_square",
+                      out)
+
+    def test_annotation_data_cannot_inject_a_workflow_command(self):
+        from golem.workflow.github import annotate
+        out = StringIO()
+        annotate({"still_failing": ["t%0A::warning::x\n::error::y"],
+                  "protected_changes": [{"path": "a,b:c", "reason": "r"}]}, out)
+        lines = out.getvalue().splitlines()
+        self.assertEqual(len(lines), 2)
+        self.assertIn("%250A", lines[0])
+        self.assertIn("file=a%2Cb%3Ac,", lines[1])
+
+    def test_nothing_outside_github_actions(self):
+        code, out = self.fix(self.copy("c"))
+        self.assertEqual(code, 0)
+        self.assertNotIn("::error", out)
+        self.assertFalse(os.path.exists(self.summary))
+
+
+if __name__ == "__main__":
+    unittest.main()
