@@ -1,6 +1,6 @@
 PYTHON ?= python3
 
-.PHONY: all check test demo ask-demo pyz bench clean
+.PHONY: all check test demo ask-demo pyz clean
 
 all: check test demo
 
@@ -26,9 +26,6 @@ ask-demo:
 # one file that runs golem anywhere Python 3.11+ does: python3 golem.pyz --help
 pyz:
 	$(PYTHON) tools/build_pyz.py golem.pyz
-
-bench:
-	$(PYTHON) bench/run.py
 
 clean:
 	rm -rf build dist *.egg-info golem.pyz
