@@ -195,12 +195,12 @@ def _agent_command(args: argparse.Namespace) -> int:
                              secrets)
             line = report["answer"] or f"(no answer: stop={report['stop']})"
     if args.command != "ask":
-        return _finish(args, report, line)
+        return _finish(args, report, line, secrets)
     tokens = report["tokens"]
     print(f"cost: {report['steps']} model call(s), {report['tool_calls']} tool call(s), "
           f"{tokens['prompt']} tokens in, {tokens['completion']} out, ${report['cost']:.4f}",
           file=sys.stderr)
-    code = _finish(args, report, line)
+    code = _finish(args, report, line, secrets)
     print(f"({report['messages']} messages)", file=sys.stderr)
     return code
 
@@ -218,10 +218,14 @@ def _verify_command(args: argparse.Namespace) -> int:
     return _finish(args, report, report["summary"])
 
 
-def _finish(args: argparse.Namespace, report: dict, line: str) -> int:
+def _finish(args: argparse.Namespace, report: dict, line: str, secrets=()) -> int:
     """Print the result line (and the JSON object), publish to CI, return the exit code."""
+    from golem.trace import redact
     from golem.workflow import github
     code = report.pop("exit_code")
+    if secrets:   # file names and messages on stdout can carry a key found in the workspace
+        report = json.loads(redact(json.dumps(report, default=str), secrets))
+        line = redact(line, secrets)
     if args.command in ("fix", "verify"):
         github.publish(report, sys.stdout)
     print(line)

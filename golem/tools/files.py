@@ -52,7 +52,12 @@ def list_files(ctx: Context, path: str = ".") -> str:
 def read_file(ctx: Context, path: str, offset: int = 1, limit: int = 0) -> str:
     """Lines of a text file, numbered, from `offset` (1-based) for `limit` lines."""
     rel = ctx.workspace.resolve(path)
-    lines = _load_text(ctx, rel).splitlines()
+    data, size = ctx.workspace.read_bytes(rel, MAX_FILE)
+    if b"\0" in data[:8192]:
+        raise ToolError(f"{rel} is a binary file ({size} bytes); it cannot be shown as text")
+    if size > len(data):   # only the first MAX_FILE bytes can be read: end on a whole line
+        data = data[:data.rfind(b"\n") + 1]
+    lines = data.decode("utf-8", errors="replace").splitlines()
     if offset < 1:
         raise ToolError("offset is the first line to show, counting from 1")
     if limit < 0:
@@ -60,7 +65,9 @@ def read_file(ctx: Context, path: str, offset: int = 1, limit: int = 0) -> str:
     if not lines:
         return f"({rel} is empty)"
     if offset > len(lines):
-        raise ToolError(f"{rel} has {len(lines)} lines; offset {offset} is past the end")
+        where = (f"the first {len(lines)} lines (16 MiB) of {rel} can be read" if size > MAX_FILE
+                 else f"{rel} has {len(lines)} lines")
+        raise ToolError(f"{where}; offset {offset} is past the end")
     end = min(len(lines), offset - 1 + (limit or READ_LINES))
     out, size = [], 0
     for number in range(offset, end + 1):

@@ -53,11 +53,13 @@ def bwrap_argv(bwrap: str, root: str, scratch: str, env_path: str) -> list[str]:
     home = os.path.expanduser("~")
     if os.path.isdir(home) and not _hidden_under(home, hidden) and home != "/":
         hidden.append(home)
+    # --cap-drop ALL matters when golem runs as root: bubblewrap then keeps the capabilities,
+    # and CAP_SYS_ADMIN would let the command unmount the tmpfs over /root or remount / rw.
+    args = [bwrap, "--new-session", "--die-with-parent", "--cap-drop", "ALL", "--unshare-pid",
+            "--unshare-net", "--unshare-ipc", "--unshare-uts", "--ro-bind", "/", "/",
+            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     # /run is hidden as well: the host's Unix sockets (docker, dbus, ssh and gpg agents under
     # /run/user) would otherwise stay reachable, since --unshare-net does not cover them.
-    args = [bwrap, "--new-session", "--die-with-parent", "--unshare-pid", "--unshare-net",
-            "--unshare-ipc", "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev",
-            "--proc", "/proc", "--tmpfs", "/tmp"]
     if os.path.isdir("/run"):
         args += ["--tmpfs", "/run"]
     for path in hidden:
@@ -78,8 +80,9 @@ def bwrap_argv(bwrap: str, root: str, scratch: str, env_path: str) -> list[str]:
 @functools.lru_cache(maxsize=4)
 def usable(bwrap: str) -> str | None:
     """None when bubblewrap can build its namespaces here, else why not (e.g. AppArmor)."""
-    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-             "--unshare-pid", "--unshare-net", "--new-session", "--die-with-parent", "true"]
+    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--cap-drop",
+             "ALL", "--unshare-pid", "--unshare-net", "--new-session", "--die-with-parent",
+             "true"]
     try:
         done = subprocess.run(probe, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, timeout=10)

@@ -16,7 +16,7 @@ import shutil
 import time
 
 from golem.errors import UsageError
-from golem.workflow.snapshot import Changes, Entry, Snapshot, fingerprint
+from golem.workflow.snapshot import Changes, Entry, Snapshot, compare, fingerprint
 
 
 def state_dir() -> str:
@@ -75,8 +75,8 @@ def find_run(root: str, run_id: str | None) -> str:
             manifest = _read(path)
         except UsageError:
             continue
-        if manifest.get("workspace") == root and manifest.get("changed") is not None \
-                and not manifest.get("undone"):
+        if manifest.get("workspace") == root and not manifest.get("undone") and \
+                os.path.exists(os.path.join(path, "snapshot.json")):
             return path
     raise UsageError(f"no run to undo for workspace {root}")
 
@@ -88,8 +88,12 @@ def undo(path: str, force: bool = False) -> tuple[list[str], list[str]]:
         raise UsageError(f"run {manifest['id']} was already undone")
     root = manifest["workspace"]
     snap = Snapshot.load(path)
-    changed = manifest.get("changed") or {}
     now = fingerprint(root)
+    changed = manifest.get("changed")
+    if changed is None:
+        # the run was killed before it could record what it changed: take every difference
+        changed = {p: (vars(now[p]) if p in now else None)
+                   for p in compare(snap.entries, now).all}
     restored, skipped = [], []
     for rel, at_end in sorted(changed.items()):
         current = now.get(rel)

@@ -63,7 +63,8 @@ class Setup:
             # bytecode comes from golem's scratch, never from __pycache__ in the workspace,
             # where a forged .pyc could stand in for a test file that looks untouched
             self.env = process.command_env(home, tmp, {
-                "PYTHONPYCACHEPREFIX": os.path.join(self.scratch, "pycache")})
+                "PYTHONPYCACHEPREFIX": os.path.join(self.scratch, "pycache"),
+                "PYTHONNOUSERSITE": "1"})
             self.wrap, how = sandbox.wrapper(options.sandbox, self.workspace.root, self.scratch)
         except BaseException:
             shutil.rmtree(self.scratch, ignore_errors=True)

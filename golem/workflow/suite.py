@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 import shutil
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from importlib import resources
@@ -169,11 +170,11 @@ def _instrument(command: TestCommand, scratch: str) -> tuple[list[str], str | No
     """The argv to run so results land in a file golem owns, and that file's path."""
     argv = list(command.argv)
     if command.runner == "unittest":
-        driver = os.path.join(scratch, "golem_unittest_driver.py")
-        if not os.path.exists(driver):
-            source = resources.files("golem.workflow").joinpath("unittest_driver.py").read_bytes()
-            with open(driver, "wb") as handle:
-                handle.write(source)
+        # a fresh copy per run: an earlier command could have rewritten an older one
+        driver = os.path.join(scratch, f"golem_unittest_driver_{os.urandom(6).hex()}.py")
+        source = resources.files("golem.workflow").joinpath("unittest_driver.py").read_bytes()
+        with open(driver, "wb") as handle:
+            handle.write(source)
         out = os.path.join(scratch, f"unittest-{os.urandom(6).hex()}.json")
         return [argv[0], driver, out, *argv[3:]], out
     if command.runner == "pytest":
@@ -216,7 +217,12 @@ def run_suite(command: TestCommand, *, cwd: str, env: dict[str, str], scratch: s
     argv, result_file = _instrument(command, scratch)
     # bytecode from golem's scratch only: a forged .pyc in the workspace's __pycache__ could
     # otherwise stand in for a test file whose source looks untouched
-    env = {**env, "PYTHONPYCACHEPREFIX": os.path.join(scratch, "pycache")}
+    # and a fresh HOME and TMPDIR with no user site-packages, so nothing an earlier command
+    # planted there (usercustomize.py, a .pth) runs inside the suite
+    home = tempfile.mkdtemp(prefix="suite-home-", dir=scratch)
+    os.mkdir(os.path.join(home, "tmp"))
+    env = {**env, "PYTHONPYCACHEPREFIX": os.path.join(home, "pycache"), "HOME": home,
+           "TMPDIR": os.path.join(home, "tmp"), "PYTHONNOUSERSITE": "1"}
     argv[0] = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
     done = process.run(argv, cwd=cwd, env=env, timeout=timeout, cap=cap, wrap=wrap)
     result = SuiteResult(done.exit_code, done.timed_out, done.output, done.elapsed, "exit-code")
@@ -231,8 +237,8 @@ def run_suite(command: TestCommand, *, cwd: str, env: dict[str, str], scratch: s
         reason = "missing" if isinstance(exc, FileNotFoundError) else f"unreadable ({exc})"
         result.problem = f"the result file was {reason}: the suite did not run to the end"
     finally:
-        for leftover in (result_file, result_file + ".part"):
-            if os.path.exists(leftover):
+        for leftover in (result_file, result_file + ".part", argv[1]):
+            if os.path.exists(leftover) and leftover.startswith(scratch):
                 os.unlink(leftover)
     if result.problem is None and not result.tests:
         result.problem = "no tests ran"
