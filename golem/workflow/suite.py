@@ -224,7 +224,10 @@ def run_suite(command: TestCommand, *, cwd: str, env: dict[str, str], scratch: s
     env = {**env, "PYTHONPYCACHEPREFIX": os.path.join(home, "pycache"), "HOME": home,
            "TMPDIR": os.path.join(home, "tmp"), "PYTHONNOUSERSITE": "1"}
     argv[0] = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
-    done = process.run(argv, cwd=cwd, env=env, timeout=timeout, cap=cap, wrap=wrap)
+    try:
+        done = process.run(argv, cwd=cwd, env=env, timeout=timeout, cap=cap, wrap=wrap)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
     result = SuiteResult(done.exit_code, done.timed_out, done.output, done.elapsed, "exit-code")
     if result_file is None:
         return result
