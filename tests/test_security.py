@@ -631,10 +631,7 @@ class UndoTest(GolemCase):
         self.assertEqual(code, 2)
         self.assertIn("no run to undo", err)
 
-    @unittest.expectedFailure
     def test_undo_removes_directories_the_run_created(self):
-        # bug: undo deletes the files a run created but leaves the directories it made for
-        # them (here `pkg/sub/`), so the tree is not exactly as it was.
         repo = self.prepare()
         before = tree(repo, dirs=True)
         self.scripted_run(repo, [("write_file", {"path": "pkg/sub/mod.py", "content": "x = 1\n"})])
@@ -910,20 +907,19 @@ class VerdictForgeryTest(GolemCase):
         self.assertNotIn("Error:", tool_messages(server.requests[1])[0]["content"])
         return report
 
-    @unittest.expectedFailure
     def test_a_command_cannot_rewrite_the_driver_the_verification_run_uses(self):
-        # bug: golem_unittest_driver.py is copied once into the scratch directory, which the
-        # sandbox binds writable, and reused for the verification run. A model command (or
-        # the suite itself) can rewrite it to report every test passed: FAILED becomes
-        # VERIFIED with calc.py untouched.
+        # every driver copy the scratch directory holds is rewritten to report all passed;
+        # the verification run must use a fresh one
         script = (
-            "import os\n"
-            "p = os.path.join(os.path.dirname(os.environ['HOME']), 'golem_unittest_driver.py')\n"
-            "s = open(p).read()\n"
-            "s = s.replace('OUTCOMES[test_id] = outcome', 'OUTCOMES[test_id] = \"passed\"')\n"
-            "s = s.replace('sys.exit(0 if result.wasSuccessful() and result.testsRun else 1)',"
+            "import glob, os\n"
+            "scratch = os.path.dirname(os.environ['HOME'])\n"
+            "for p in glob.glob(os.path.join(scratch, '**', 'golem_unittest_driver*.py'),\n"
+            "                   recursive=True):\n"
+            "    s = open(p).read()\n"
+            "    s = s.replace('OUTCOMES[test_id] = outcome', 'OUTCOMES[test_id] = \"passed\"')\n"
+            "    s = s.replace('sys.exit(0 if result.wasSuccessful() and result.testsRun else 1)',"
             " 'sys.exit(0)')\n"
-            "open(p, 'w').write(s)\n")
+            "    open(p, 'w').write(s)\n")
         report = self.run_attack(script)
         self.assertEqual(report["verdict"], "FAILED", report["summary"])
 

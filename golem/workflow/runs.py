@@ -104,12 +104,25 @@ def undo(path: str, force: bool = False) -> tuple[list[str], list[str]]:
             continue
         _restore(root, rel, snap.entries.get(rel), snap)
         restored.append(rel)
+        if rel not in snap.entries and snap.dirs:
+            _prune(root, rel, snap.dirs)
     if skipped:
         manifest["kept"] = skipped     # the run stays open for `undo -force`
     else:
         manifest["undone"] = time.time()
     _write(path, manifest)
     return restored, skipped
+
+
+def _prune(root: str, rel: str, existed: set[str]) -> None:
+    """Remove the now-empty directories above `rel` that the run created."""
+    parent = rel.rpartition("/")[0]
+    while parent and parent not in existed:
+        try:
+            os.rmdir(os.path.join(root, *parent.split("/")))
+        except OSError:
+            return      # not empty (or gone): keep it
+        parent = parent.rpartition("/")[0]
 
 
 def _restore(root: str, rel: str, original: Entry | None, snap: Snapshot) -> None:

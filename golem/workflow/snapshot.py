@@ -35,6 +35,15 @@ def _walk(root: str):
             yield os.path.relpath(full, root).replace(os.sep, "/"), full
 
 
+def _directories(root: str) -> set[str]:
+    found = set()
+    for top, dirs, _ in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        for name in dirs:
+            found.add(os.path.relpath(os.path.join(top, name), root).replace(os.sep, "/"))
+    return found
+
+
 def fingerprint(root: str, store: str | None = None) -> dict[str, Entry]:
     """Hash every file below `root` (skipping VCS and caches); copy each into `store` if given."""
     entries: dict[str, Entry] = {}
@@ -91,15 +100,18 @@ def compare(before: dict[str, Entry], after: dict[str, Entry]) -> Changes:
 class Snapshot:
     """A fingerprint plus the store holding the original content, saved under `directory`."""
 
-    def __init__(self, directory: str, entries: dict[str, Entry]):
+    def __init__(self, directory: str, entries: dict[str, Entry], dirs: set[str] | None = None):
         self.directory = directory
         self.entries = entries
+        self.dirs = dirs or set()      # directories that existed, so undo can remove new ones
 
     @classmethod
     def take(cls, root: str, directory: str) -> Snapshot:
         store = os.path.join(directory, "store")
         os.makedirs(store, exist_ok=True)
-        snap = cls(directory, fingerprint(root, store))
+        snap = cls(directory, fingerprint(root, store), _directories(root))
+        with open(os.path.join(directory, "dirs.json"), "w", encoding="utf-8") as handle:
+            json.dump(sorted(snap.dirs), handle)
         with open(os.path.join(directory, "snapshot.json"), "w", encoding="utf-8") as handle:
             json.dump({p: vars(e) for p, e in snap.entries.items()}, handle)
         return snap
@@ -108,7 +120,11 @@ class Snapshot:
     def load(cls, directory: str) -> Snapshot:
         with open(os.path.join(directory, "snapshot.json"), encoding="utf-8") as handle:
             raw = json.load(handle)
-        return cls(directory, {p: Entry(**e) for p, e in raw.items()})
+        dirs: set[str] = set()
+        if os.path.exists(os.path.join(directory, "dirs.json")):
+            with open(os.path.join(directory, "dirs.json"), encoding="utf-8") as handle:
+                dirs = set(json.load(handle))
+        return cls(directory, {p: Entry(**e) for p, e in raw.items()}, dirs)
 
     def original(self, rel: str) -> bytes | None:
         """The file's content before the run, or None if it did not exist (or was not kept)."""
