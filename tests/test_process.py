@@ -1,4 +1,6 @@
 import os
+import threading
+import signal
 import re
 import stat
 import sys
@@ -78,6 +80,28 @@ class RunTest(ProcessCase):
         self.assertNotEqual(done.exit_code, 0)
         pid = int(re.search(r"grandchild (\d+)", done.output).group(1))
         self.assertTrue(wait_gone(pid), "the grandchild survived the timeout")
+
+    def test_ctrl_c_kills_the_whole_group(self):
+        pidfile = os.path.join(self.dir, "grandchild.pid")
+        code = ("import subprocess, sys, time\n"
+                "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                f"open({pidfile!r}, 'w').write(str(g.pid))\n"
+                "time.sleep(60)\n")
+
+        def interrupt_once_started():
+            deadline = time.monotonic() + 10
+            while not os.path.exists(pidfile) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.1)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        timer = threading.Thread(target=interrupt_once_started)
+        timer.start()
+        self.addCleanup(timer.join)
+        with self.assertRaises(KeyboardInterrupt):
+            self.run_py(code, timeout=30.0)
+        with open(pidfile) as handle:
+            self.assertTrue(wait_gone(int(handle.read())), "the grandchild survived Ctrl-C")
 
     def test_term_ignored_still_killed(self):
         code = ("import signal, time\n"

@@ -189,8 +189,9 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
                 _read_until(sel, fd, capture, time.monotonic() + DRAIN_LIMIT)
     finally:
         proc.stdout.close()
-        if proc.poll() is None:
-            proc.kill()
+        # On Ctrl-C the group, in its own session, got no SIGINT: end all of it. The leader
+        # is not reaped yet, so its pid (the group id) cannot have been reused.
+        _killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     output, truncated = capture.text()
     return Completed(argv, proc.returncode, output, timed_out, time.monotonic() - start,
