@@ -1,6 +1,6 @@
 PYTHON ?= python3
 
-.PHONY: all check test demo ask-demo pyz clean
+.PHONY: all check test demo ask-demo pyz clean bench
 
 all: check test demo
 
@@ -22,6 +22,11 @@ demo:
 ask-demo:
 	$(PYTHON) -m golem ask -dir examples/notes -provider demo \
 		"which release added rate limiting, and what is the default?"
+
+# measures start-up, loop overhead, context economy, search and memory against their
+# targets and rewrites docs/benchmarks.md (about a minute; compares search with grep)
+bench:
+	$(PYTHON) bench/run.py
 
 # one file that runs golem anywhere Python 3.11+ does: python3 golem.pyz --help
 pyz:

@@ -10,7 +10,6 @@ import os
 import sys
 
 from golem import __version__
-from golem.agent.budget import Budget, parse_duration
 from golem.errors import UsageError
 from golem.llm import KEYS, ProviderConfig, Secret, make_provider, provider_names
 
@@ -76,6 +75,22 @@ def _agent_flags(parser: argparse.ArgumentParser, tests: bool = True) -> None:
     _flag(parser, "window", type=int, default=10, metavar="N",
           help="recent tool results the model sees whole; older ones become one-line "
                "placeholders (0: keep all; default %(default)s)")
+    _flag(parser, "context", type=int, default=200_000, metavar="N",
+          help="the model's context window in tokens: older results are hidden and old "
+               "turns left out before a request would pass it (0: no limit; default "
+               "%(default)s)")
+
+
+def _repeat_flag(parser: argparse.ArgumentParser) -> None:
+    _flag(parser, "repeat", type=int, default=0, metavar="N",
+          help="after grading, re-run each previously failing test N more times alone; a "
+               "changed outcome is flaky and not VERIFIED (default 0)")
+
+
+def _check_repeat(args: argparse.Namespace) -> int:
+    if getattr(args, "repeat", 0) < 0:
+        raise UsageError("-repeat must be 0 (no re-runs) or more")
+    return getattr(args, "repeat", 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     fix = command("fix", "fix a failing test suite, then verify the result independently")
     _agent_flags(fix)
     _flag(fix, "patch", metavar="FILE", help="write the run's allowed changes as a diff")
+    _flag(fix, "strict", action="store_true",
+          help="REJECTED when the scan of the diff finds anything suspicious")
+    _repeat_flag(fix)
     run = command("run", "run the agent on a free-form goal, same loop, tools and budgets")
     _agent_flags(run)
     _flag(run, "goal", required=True, help="what the agent should do")
@@ -114,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
           help="OS isolation of the test runs (default auto)")
     _flag(verify, "trace", metavar="FILE", help="write the JSONL event stream here")
     _flag(verify, "json", action="store_true", help="print the result as one JSON object last")
+    _flag(verify, "strict", action="store_true",
+          help="REJECTED when the scan of the diff finds anything suspicious")
+    _repeat_flag(verify)
     trace = command("trace", "render a recorded JSONL trace for a person")
     trace.add_argument("file", help="a trace written with -trace")
     _flag(trace, "html", metavar="OUT", help="write one self-contained HTML page to OUT")
@@ -159,17 +180,21 @@ def _options(args: argparse.Namespace):
             raise UsageError(f"-{flag} must be 0 (no limit) or more")
     if args.window < 0:
         raise UsageError("-window must be 0 (keep every result) or more")
+    if args.context < 0:
+        raise UsageError("-context must be 0 (no limit) or a number of tokens")
     if args.cost < 0:
         raise UsageError("-cost must be 0 (no limit) or more")
     if not os.path.isdir(args.dir):
         raise UsageError(f"workspace directory not found: {args.dir}")
+    from golem.agent.budget import Budget, parse_duration   # the agent loads only to run
     budget = Budget(steps=args.steps, tokens=args.tokens, wall=parse_duration(args.wall),
                     cost=args.cost)
     allow = [p.strip() for item in args.allow for p in item.split(",") if p.strip()]
     return Options(provider=_provider_config(args), dir=args.dir,
                    test=getattr(args, "test", None), budget=budget, allow=allow,
                    sandbox=args.sandbox, trace=args.trace, patch=getattr(args, "patch", None),
-                   window=args.window)
+                   window=args.window, context=args.context, strict=getattr(args, "strict", False),
+                   repeat=_check_repeat(args))
 
 
 def _agent_command(args: argparse.Namespace) -> int:
@@ -212,7 +237,8 @@ def _verify_command(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.dir):
         raise UsageError(f"workspace directory not found: {args.dir}")
     options = Options(provider=ProviderConfig(name="none", model=""), dir=args.dir,
-                      test=args.test, sandbox=args.sandbox, trace=args.trace)
+                      test=args.test, sandbox=args.sandbox, trace=args.trace,
+                      strict=args.strict, repeat=_check_repeat(args))
     with Trace(options.trace, sys.stderr) as trace:
         report = verify(options, trace, args.base)
     return _finish(args, report, report["summary"])

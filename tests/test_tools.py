@@ -321,6 +321,18 @@ class RunCommandTest(ToolCase):
         text = self.ok("run_command", argv=[PY_NAME, "-c", "import sys; print('x'); sys.exit(4)"])
         self.assertEqual(text, "exit code 4\nx")
 
+    def test_long_output_shows_head_tail_and_line_counts(self):
+        self.context.output_cap = 2000
+        code = "for i in range(1, 10001): print(f'line {i} caf\u00e9')"
+        text = self.ok("run_command", argv=[PY_NAME, "-c", code])
+        lines = text.splitlines()
+        self.assertEqual(lines[:2], ["exit code 0", "line 1 caf\u00e9"])
+        self.assertEqual(lines[-1], "line 10000 caf\u00e9")
+        self.assertNotIn("\ufffd", text)
+        self.assertRegex(text, r"\n\[\.\.\. \d+ bytes omitted: \d+ of 10000 lines; "
+                               r"the head and tail are shown \.\.\.\]\n")
+        self.assertLess(len(text.encode()), 2300)
+
     def test_timeout_is_distinct_and_kills_the_group(self):
         self.context.command_timeout = 1.0
         pidfile = os.path.join(self.root, "child.pid")

@@ -258,26 +258,54 @@ class UnittestSuiteTest(SuiteCase):
         self.assertIsNotNone(result.problem)
         self.assertFalse(result.passed)
 
-    def test_forged_ok_and_exit_zero_with_failures(self):
+    FORGE_AT_EXIT = textwrap.dedent("""\
+        import atexit, os, sys
+
+        def forge():
+            sys.stdout.write("Ran 1 test in 0.000s\\n\\nOK\\n")
+            sys.stdout.flush()
+            os._exit(0)
+
+        atexit.register(forge)
+        """)
+
+    def test_forged_ok_and_exit_zero_at_exit_never_runs(self):
+        # the driver leaves with os._exit once the result is written: no atexit hook runs
+        self.put("tests/test_forge.py", self.FORGE_AT_EXIT + textwrap.dedent("""\
+            import unittest
+
+            class Forged(unittest.TestCase):
+                def test_fails(self):
+                    self.assertEqual(1, 2)
+            """))
+        result = self.suite(self.argv)
+        self.assertEqual(result.exit_code, 1)
+        self.assertFalse(result.output.rstrip().endswith("OK"))
+        self.assertEqual(result.failing, ["test_forge.Forged.test_fails"])
+        self.assertIsNone(result.problem)
+        self.assertFalse(result.passed)
+
+    def test_replaced_unittest_machinery_is_a_failing_pseudo_test(self):
         self.put("tests/test_forge.py", """\
-            import atexit, os, sys, unittest
+            import unittest
 
-            def forge():
-                sys.stdout.write("Ran 1 test in 0.000s\\n\\nOK\\n")
-                sys.stdout.flush()
-                os._exit(0)
+            def _run(self, result=None):
+                result.startTest(self)
+                result.addSuccess(self)
+                result.stopTest(self)
 
-            atexit.register(forge)
+            unittest.TestCase.run = _run
 
             class Forged(unittest.TestCase):
                 def test_fails(self):
                     self.assertEqual(1, 2)
             """)
         result = self.suite(self.argv)
-        self.assertEqual(result.exit_code, 0)
-        self.assertTrue(result.output.rstrip().endswith("OK"))
-        self.assertEqual(result.failing, ["test_forge.Forged.test_fails"])
-        self.assertIn("disagrees", result.problem)
+        pseudo = "golem: the code under test replaced unittest.TestCase.run"
+        self.assertEqual(result.tests, {"test_forge.Forged.test_fails": "passed",
+                                        pseudo: "error"})
+        self.assertEqual(result.pseudo, {pseudo})
+        self.assertEqual(result.exit_code, 1)
         self.assertFalse(result.passed)
 
     def test_no_tests_is_not_green(self):
@@ -366,6 +394,16 @@ class PytestSuiteTest(SuiteCase):
         result = self.suite(self.argv)
         self.assertTrue(result.passed, result.output)
         self.assertEqual(result.tests, {"test_ok::test_ok": "passed"})
+
+    def test_forged_exit_zero_with_failures(self):
+        self.put("test_forge.py", UnittestSuiteTest.FORGE_AT_EXIT
+                 + "\ndef test_fails():\n    assert 1 == 2\n")
+        result = self.suite(self.argv)
+        self.assertEqual(result.exit_code, 0)
+        self.assertTrue(result.output.rstrip().endswith("OK"))
+        self.assertEqual(result.failing, ["test_forge::test_fails"])
+        self.assertIn("disagrees", result.problem)
+        self.assertFalse(result.passed)
 
 
 class ProtectTest(unittest.TestCase):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from golem.agent.budget import Budget
-from golem.agent.context import mask
+from golem.agent.context import DEFAULT_RESERVE, ContextFull, Lean, tools_chars
 from golem.errors import OutOfTime, ProviderError
 from golem.llm import Provider
 from golem.llm.types import Message, Request, Usage
@@ -31,12 +31,14 @@ class Outcome:
 
 def run(provider: Provider, tools: Registry, *, model: str, system: str, task: str,
         budget: Budget, trace: Trace, max_tokens: int | None = None,
-        window: int = 10) -> Outcome:
+        window: int = 10, context: int = 0) -> Outcome:
     """Drive the model until it answers, a budget runs out, or the provider fails.
 
-    `window` is how many recent tool results the model sees whole (0: all of them).
+    `window` is how many recent tool results the model sees whole (0: all of them);
+    `context` is the model's context window in tokens (0: no limit), which no request passes.
     """
     messages = [Message("system", system), Message("user", task)]
+    lean = Lean(window, context, tools_chars(tools.specs), max_tokens or DEFAULT_RESERVE)
     steps = calls = 0
     usage = Usage()
     claimed, error = "", None
@@ -48,10 +50,12 @@ def run(provider: Provider, tools: Registry, *, model: str, system: str, task: s
             stop = budget.check(steps, usage)
             if stop:
                 break
+            sent, trim = lean.view(messages)     # ContextFull: nothing is sent
             steps += 1
+            if trim:
+                trace.emit("context_trimmed", step=steps, **trim)
             trace.emit("request", step=steps, messages=len(messages))
-            request = Request(model, mask(messages, window), tools.specs, max_tokens,
-                              budget.deadline)
+            request = Request(model, sent, tools.specs, max_tokens, budget.deadline)
             response = provider.complete(request)
             usage += response.usage
             reply = response.message
@@ -79,7 +83,7 @@ def run(provider: Provider, tools: Registry, *, model: str, system: str, task: s
                                         name=call.name, is_error=not result.ok))
     except OutOfTime:
         stop = "wall"
-    except ProviderError as exc:
+    except (ProviderError, ContextFull) as exc:
         stop, error = "provider_error", str(exc)
     except KeyboardInterrupt:
         stop = "interrupted"

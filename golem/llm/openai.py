@@ -68,6 +68,14 @@ class OpenAICompatible:
             "model": request.model or self._config.model,
             "messages": [_wire_message(m) for m in request.messages],
         }
+        if self.name == "openrouter" and body["model"].startswith("anthropic/"):
+            # OpenRouter passes a breakpoint on a content part through to Anthropic's prompt
+            # cache; the system prompt is the part that never changes.
+            for wire in body["messages"]:
+                if wire["role"] == "system" and wire["content"]:
+                    wire["content"] = [{"type": "text", "text": wire["content"],
+                                        "cache_control": {"type": "ephemeral"}}]
+                    break
         if request.tools:
             body["tools"] = [{"type": "function",
                               "function": {"name": t.name, "description": t.description,

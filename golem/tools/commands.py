@@ -19,7 +19,14 @@ def describe(result: process.Completed, timeout: float) -> str:
         head = "could not start"
     else:
         head = f"exit code {result.exit_code}"
-    output = result.output.rstrip("\n")
+    output = result.output
+    if result.truncated:
+        # the model hears how much it is not seeing, in lines as well as bytes
+        cut = f"\n[... {result.omitted_bytes} bytes omitted ...]\n"
+        note = (f"\n[... {result.omitted_bytes} bytes omitted: {result.omitted_lines} of "
+                f"{result.lines} lines; the head and tail are shown ...]\n")
+        output = output.replace(cut, note, 1)
+    output = output.rstrip("\n")
     return f"{head}\n{output}" if output else f"{head}\n(no output)"
 
 

@@ -8,7 +8,7 @@ import re
 
 from golem.errors import ToolError
 from golem.llm.types import ToolSpec
-from golem.tools import Context, Tool
+from golem.tools import Context, Tool, search
 
 READ_LINES = 200            # lines read_file shows when no limit is given
 READ_CHARS = 40_000         # characters read_file returns at most
@@ -17,6 +17,8 @@ LIST_MAX = 400              # entries list_files shows
 SEARCH_MAX = 50             # matches search_files shows
 LINE_CHARS = 240            # characters of one matching line search_files shows
 READ_LINE_CHARS = 2_000     # characters of one line read_file shows
+SEARCH_SECONDS = 10.0       # search_files gives up after this long, with what it found
+_KEYISH = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=._-")
 
 
 def _load_text(ctx: Context, path: str, errors: str = "replace") -> str:
@@ -30,22 +32,54 @@ def _load_text(ctx: Context, path: str, errors: str = "replace") -> str:
     return data.decode("utf-8", errors=errors)
 
 
-def list_files(ctx: Context, path: str = ".") -> str:
-    """Every file below `path`, one per line, skipping VCS, caches and virtual environments."""
+def _cut(line: str, limit: int) -> str:
+    """`line` cut to `limit` characters, with a note saying how long it was.
+
+    A run of key-like characters that the cut would split is dropped whole: the registry
+    redacts secrets it sees whole, and half a key must not slip past it.
+    """
+    if len(line) <= limit:
+        return line
+    end = limit
+    if line[end] in _KEYISH:
+        while end > 0 and line[end - 1] in _KEYISH:
+            end -= 1
+    return line[:end] + f" [... line cut: {len(line)} characters]"
+
+
+def _to_depth(files: list[str], rel: str, depth: int) -> list[str]:
+    """Files at most `depth` levels below `rel`, and the directories at that level with '/'."""
+    start = 0 if rel == "." else len(rel) + 1
+    out, dirs = [], set()
+    for path in files:
+        parts = path[start:].split("/")
+        if len(parts) <= depth:
+            out.append(path)
+        else:
+            dirs.add(path[:start] + "/".join(parts[:depth]) + "/")
+    return sorted(out + list(dirs))
+
+
+def list_files(ctx: Context, path: str = ".", depth: int = 0) -> str:
+    """The files below `path`, one per line (with `depth`: that many levels, directories
+    ending in '/'), skipping VCS, dependencies, build output and what .gitignore lists."""
     rel = ctx.workspace.resolve(path)
+    if depth < 0:
+        raise ToolError("depth counts directory levels (1: just this directory); "
+                        "leave it out to list every file")
     if not ctx.workspace.is_dir(rel):
         if ctx.workspace.exists(rel):
             return rel
         raise ToolError(f"no such directory: {path}; call list_files with path '.' to see the tree")
-    names, total = [], 0
-    for name in ctx.workspace.walk(rel):
-        total += 1
-        if len(names) < LIST_MAX:
-            names.append(name)
-    if not names:
+    files = search.files_below(ctx.workspace, rel)
+    entries = _to_depth(files, rel, depth) if depth else files
+    if not entries:
         return f"(no files below {rel})"
-    if total > len(names):
-        names.append(f"[{total - len(names)} more files not shown; list a subdirectory]")
+    names = entries[:LIST_MAX]
+    if len(entries) > LIST_MAX:
+        what = "entries" if depth else "files"
+        names.append(f"[{len(entries) - LIST_MAX} more {what} not shown; list a subdirectory"
+                     + ("" if depth else " or give a depth") + "]")
     return "\n".join(names)
 
 
@@ -72,8 +106,7 @@ def read_file(ctx: Context, path: str, offset: int = 1, limit: int = 0) -> str:
     out, size = [], 0
     for number in range(offset, end + 1):
         line = lines[number - 1]
-        if len(line) > READ_LINE_CHARS:
-            line = line[:READ_LINE_CHARS] + f" [... line cut: {len(line)} characters]"
+        line = _cut(line, READ_LINE_CHARS)
         row = f"{number:6}\t{line}"
         if size + len(row) > READ_CHARS and out:
             end = number - 1
@@ -146,35 +179,37 @@ def edit_file(ctx: Context, path: str, old_string: str, new_string: str) -> str:
     return f"edited {rel} at line {line}" + _syntax_note(rel, updated)
 
 
+def _render(path: str, number: int, line: str) -> str:
+    return f"{path}:{number}: {_cut(line.strip(), LINE_CHARS)}"
+
+
 def search_files(ctx: Context, pattern: str, path: str = ".", glob: str = "") -> str:
-    """Lines matching a regular expression, as `path:line: text`."""
+    """Lines matching a regular expression, as `path:line: text`, at most SEARCH_MAX."""
     try:
         regex = re.compile(pattern)
     except re.error as exc:
         raise ToolError(f"bad regular expression {pattern!r}: {exc}") from None
     rel = ctx.workspace.resolve(path)
-    files = [rel] if ctx.workspace.exists(rel) and not ctx.workspace.is_dir(rel) \
-        else ctx.workspace.walk(rel)
-    hits, more = [], 0
-    for name in files:
-        if glob and not (fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(name.rsplit("/", 1)[-1], glob)):
-            continue
-        try:
-            data, size = ctx.workspace.read_bytes(name, MAX_FILE)
-        except ToolError:
-            continue
-        if b"\0" in data[:8192]:
-            continue
-        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-            if regex.search(line):
-                if len(hits) < SEARCH_MAX:
-                    hits.append(f"{name}:{number}: {line.strip()[:LINE_CHARS]}")
-                else:
-                    more += 1
-    if not hits:
-        return f"no matches for {pattern!r}"
-    if more:
-        hits.append(f"[{more} more matches not shown; narrow the pattern, path or glob]")
+    if ctx.workspace.exists(rel) and not ctx.workspace.is_dir(rel):
+        paths = [rel]
+    else:
+        paths = [p for p in search.files_below(ctx.workspace, rel)
+                 if p.rpartition(".")[2].lower() not in search.BINARY_SUFFIXES]
+        if glob:
+            wanted = re.compile(fnmatch.translate(glob)).match
+            paths = [p for p in paths if wanted(p) or wanted(p.rpartition("/")[2])]
+    seconds = min(SEARCH_SECONDS, ctx.timeout())
+    found = search.Search(regex, SEARCH_MAX, seconds, _render).run(ctx.workspace, paths,
+                                                                     MAX_FILE)
+    hits = found.hits or [f"no matches for {pattern!r}"]
+    if found.expired:
+        hits.append(f"[the search stopped after {seconds:.0f}s, so matches may be missing: "
+                    "simplify the pattern (nested repeats backtrack) or narrow the path or glob]")
+    elif not found.exact:
+        hits.append(f"[{len(hits) + found.more}+ matches; more matches not shown: "
+                    "narrow the pattern, path or glob]")
+    elif found.more:
+        hits.append(f"[{found.more} more matches not shown; narrow the pattern, path or glob]")
     return "\n".join(hits)
 
 
@@ -186,17 +221,21 @@ def _spec(name: str, description: str, properties: dict, required: list[str]) ->
 _PATH = {"type": "string", "description": "a path relative to the workspace root"}
 
 READ_TOOLS = [
-    Tool(_spec("list_files", "List the files below a directory of the workspace (recursively; "
-               "VCS, caches and virtual environments are skipped).",
-               {"path": {**_PATH, "description": "directory to list (default '.')"}}, []),
-         list_files),
+    Tool(_spec("list_files", "List the files below a directory of the workspace, recursively "
+               f"(at most {LIST_MAX}); VCS, virtual environments, dependencies, build output "
+               "and what .gitignore lists are skipped. Give `depth` for an overview.",
+               {"path": {**_PATH, "description": "directory to list (default '.')"},
+                "depth": {"type": "integer", "description": "directory levels to show "
+                          "(1: this directory's files and subdirectories, which end in '/')"}},
+               []), list_files),
     Tool(_spec("read_file", f"Read a text file with numbered lines. Shows {READ_LINES} lines "
                "unless `limit` says otherwise; use `offset` to read on.",
                {"path": _PATH,
                 "offset": {"type": "integer", "description": "first line to show, from 1"},
                 "limit": {"type": "integer", "description": "number of lines to show"}},
                ["path"]), read_file),
-    Tool(_spec("search_files", "Search file contents with a regular expression (Python syntax). "
+    Tool(_spec("search_files", "Search file contents with a regular expression (Python syntax), "
+               "skipping what list_files skips and binary files. "
                f"Returns up to {SEARCH_MAX} matches as path:line: text.",
                {"pattern": {"type": "string", "description": "regular expression"},
                 "path": {**_PATH, "description": "directory or file to search (default '.')"},

@@ -42,6 +42,7 @@ class Completed:
 
     `exit_code` is None when the program could not be started, negative when a signal ended
     it; `output` is stdout and stderr interleaved, with the middle cut out when `truncated`.
+    `lines` counts the whole output's lines; `omitted_lines` the line breaks in the cut.
     """
 
     argv: list[str]
@@ -50,6 +51,9 @@ class Completed:
     timed_out: bool
     elapsed: float
     truncated: bool
+    lines: int = 0
+    omitted_lines: int = 0
+    omitted_bytes: int = 0
 
 
 class _Capture:
@@ -61,9 +65,18 @@ class _Capture:
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
+        self.newlines = 0
+        self.last = b"\n"
+        self.omitted_lines = self.omitted_bytes = 0
+
+    @property
+    def lines(self) -> int:
+        return self.newlines + (self.last != b"\n")
 
     def add(self, chunk: bytes) -> None:
         self.total += len(chunk)
+        self.newlines += chunk.count(b"\n")
+        self.last = chunk[-1:] or self.last
         room = self.head_cap - len(self.head)
         if room > 0:
             self.head += chunk[:room]
@@ -83,6 +96,8 @@ class _Capture:
         head = _cut_head(head)
         tail = _cut_tail(tail)
         omitted = self.total - len(head) - len(tail)
+        self.omitted_bytes = omitted
+        self.omitted_lines = self.newlines - head.count(b"\n") - tail.count(b"\n")
         marker = f"\n[... {omitted} bytes omitted ...]\n"
         return (head.decode("utf-8", errors="replace") + marker
                 + tail.decode("utf-8", errors="replace")), True
@@ -195,7 +210,7 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
         proc.wait()
     output, truncated = capture.text()
     return Completed(argv, proc.returncode, output, timed_out, time.monotonic() - start,
-                     truncated)
+                     truncated, capture.lines, capture.omitted_lines, capture.omitted_bytes)
 
 
 def command_env(home: str, tmpdir: str, extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -47,8 +47,10 @@ def _binds_back(hidden: list[str], env_path: str) -> list[str]:
     return [p for p in keep if not any(p != q and p.startswith(q + "/") for q in keep)]
 
 
-def bwrap_argv(bwrap: str, root: str, scratch: str, env_path: str) -> list[str]:
-    """The bubblewrap prefix for commands in workspace `root`."""
+def bwrap_argv(bwrap: str, root: str, scratch: str, env_path: str,
+               read_only: tuple[str, ...] = ()) -> list[str]:
+    """The bubblewrap prefix for commands in workspace `root`; `read_only` directories are
+    bound back read-only even where a home or /tmp hides them."""
     hidden = [h for h in HIDDEN if os.path.isdir(h)]
     home = os.path.expanduser("~")
     if os.path.isdir(home) and not _hidden_under(home, hidden) and home != "/":
@@ -70,8 +72,14 @@ def bwrap_argv(bwrap: str, root: str, scratch: str, env_path: str) -> list[str]:
             secret = os.path.join(path, name)
             if os.path.isfile(secret) and not os.path.islink(secret):
                 args += ["--ro-bind", "/dev/null", secret]
+    for path in read_only:
+        args += ["--ro-bind", path, path]
     args += ["--bind", scratch, scratch, "--bind", root, root]
     git = os.path.join(root, ".git")
+    if os.path.islink(git):
+        # bubblewrap cannot mount onto a link; bind where it leads (the verification copy's
+        # `.git` leads to the workspace's)
+        git = os.path.realpath(git)
     if os.path.exists(git):
         args += ["--ro-bind", git, git]
     return args + ["--chdir", root, "--"]
@@ -94,9 +102,12 @@ def usable(bwrap: str) -> str | None:
     return None
 
 
-def wrapper(mode: str, root: str, scratch: str,
-            env_path: str | None = None) -> tuple[Callable[[list[str]], list[str]] | None, str]:
-    """The argv transformer for `mode`, and a sentence saying what it promises."""
+def wrapper(mode: str, root: str, scratch: str, env_path: str | None = None,
+            read_only: tuple[str, ...] = ()) -> tuple[Callable[[list[str]], list[str]] | None,
+                                                      str]:
+    """The argv transformer for `mode`, and a sentence saying what it promises.
+
+    `read_only` names directories outside `root` that commands may read (never write)."""
     if mode not in MODES:
         raise UsageError(f"unknown -sandbox {mode!r}; choose one of: {', '.join(MODES)}")
     bwrap = shutil.which("bwrap") if mode != "none" else None
@@ -111,5 +122,6 @@ def wrapper(mode: str, root: str, scratch: str,
         why = ("-sandbox none" if mode == "none" else
                f"bubblewrap cannot run here: {broken}" if broken else "bubblewrap not installed")
         return None, f"none ({why}): commands run unconfined, with a scrubbed environment"
-    prefix = bwrap_argv(bwrap, root, scratch, env_path or os.environ.get("PATH", ""))
+    prefix = bwrap_argv(bwrap, root, scratch, env_path or os.environ.get("PATH", ""),
+                        tuple(read_only))
     return (lambda argv: prefix + argv), "bwrap: read-only system, no network, homes hidden"

@@ -62,8 +62,15 @@ def render(record: dict[str, Any]) -> str | None:
                 f"{cached}{cost_text} elapsed={ms}ms{extra}]")
     if event == "baseline":
         return f". baseline [{record.get('summary')}]"
+    if event == "suspicious" and isinstance(record.get("findings"), list):
+        return "\n".join(f". suspicious [{f.get('path')}:{f.get('line')} {f.get('kind')}: "
+                         f"{f.get('detail')}]" for f in record["findings"]
+                         if isinstance(f, dict)) or None
     if event == "verdict":
         return f". verdict [summary={record.get('summary')}]"
+    if event == "context_trimmed":
+        fields = {k: v for k, v in record.items() if k not in ("event", "time", "step")}
+        return f"{step} ~ context trimmed [{_compact(fields, 160)}]"
     if event == "note":
         return f". {record.get('message')}"
     return None

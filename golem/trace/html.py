@@ -225,6 +225,10 @@ def _claim(run: list[Event]) -> str:
         for item in verdict.get("protected_changes") or []:
             evidence.append(f"<p class=error>protected: {e(item.get('path'))}: "
                             f"{e(item.get('reason'))}</p>")
+        for item in verdict.get("suspicious") or []:
+            evidence.append(f"<p class=error>suspicious: {e(item.get('path'))}:"
+                            f"{e(item.get('line'))} {e(item.get('kind'))}: "
+                            f"{e(item.get('detail'))}</p>")
     out = ("<h2>The model's claim and golem's evidence</h2><div class=grid>"
            f"<div class=box><h3>the model said</h3><pre>{e(claimed) or '(nothing)'}</pre></div>"
            f"<div class=box><h3>golem found</h3>{''.join(evidence)}</div></div>")

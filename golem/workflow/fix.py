@@ -15,13 +15,14 @@ from golem.agent import prompts
 from golem.llm import Provider
 from golem.tools import default_registry
 from golem.trace import Trace
-from golem.workflow import runs
+from golem.workflow import rebuild, repeat, runs
 from golem.workflow.patch import diffstat, make_patch
 from golem.workflow.protect import new_tests, protected_changes
 from golem.workflow.setup import Options, Setup
 from golem.workflow.snapshot import Changes, Snapshot, compare, fingerprint
 from golem.workflow.suite import SuiteResult, run_suite
-from golem.workflow.verdict import Verdict, judge
+from golem.workflow.suspicious import scan_changes
+from golem.workflow.verdict import Verdict, advise, judge, mark_flaky
 
 
 def _tail(text: str, lines: int = 40, chars: int = 4000) -> str:
@@ -47,7 +48,7 @@ def base_report(setup: Setup, before: SuiteResult) -> dict:
             "fixed": [], "still_failing": before.failing, "newly_failing": [], "missing": [],
             "claimed": "", "suspicious": [], "trace": setup.options.trace,
             "test_command": setup.command.text, "evidence": before.evidence,
-            "run_id": None, "patch": None, "error": None}
+            "run_id": None, "patch": None, "error": None, "flaky": [], "verified_in": None}
 
 
 def fix(options: Options, provider: Provider, trace: Trace, model: str,
@@ -69,28 +70,41 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         task = prompts.fix_task(setup.command.text, before.failing, _tail(before.output))
         outcome = agent.run(provider, registry, model=model, system=prompts.FIX, task=task,
                             budget=options.budget, trace=trace,
-                            max_tokens=options.provider.max_tokens, window=options.window)
+                            max_tokens=options.provider.max_tokens, window=options.window,
+                            context=options.context)
 
         after_files = fingerprint(setup.workspace.root)
         changes = _without(compare(snap.entries, after_files),
                            _own_files(setup.workspace.root, options))
         runs.finish_run(run_dir, changes, after_files)
         protected = protected_changes(changes, setup.command.argv)
+        findings = scan_changes(setup.workspace.root, changes, protected, snap.original,
+                                snap.entries, before.failing)
+        if findings:
+            trace.emit("suspicious", findings=findings)
         usage = outcome.usage
         report.update(stop=outcome.stop, steps=outcome.steps, tool_calls=outcome.tool_calls,
                       tokens=usage.to_json(),
                       cost=round(usage.cost or 0.0, 6), elapsed_s=round(outcome.elapsed, 3),
                       changed_files=changes.all, new_tests=new_tests(changes),
                       protected_changes=[{"path": p, "reason": r} for p, r in protected],
-                      claimed=outcome.claimed, error=outcome.error, run_id=run_id)
+                      claimed=outcome.claimed, error=outcome.error, run_id=run_id,
+                      suspicious=findings)
         if changes.all:
             trace.emit("note", message=f"run {run_id} changed {len(changes.all)} file(s); "
                        f"`golem undo {run_id}` puts them back", run_id=run_id)
         if outcome.stop == "interrupted":
             raise KeyboardInterrupt
 
-        after = suite(setup, "verification")
+        # the re-run happens in a copy rebuilt from the snapshot plus the allowed changes only
+        copy = rebuild.from_snapshot(snap, setup.workspace.root,
+                                     rebuild.target_for(setup.scratch, setup.workspace.root),
+                                     changes, {p for p, _ in protected})
+        after, wrap = rebuild.run_in_copy(setup, copy)
         verdict = judge(before, after, protected)
+        flaky = repeat.after_grading(setup, copy.root, wrap, before, after, verdict.name)
+        verdict = advise(mark_flaky(verdict, flaky), findings, options.strict)
+        report.update(flaky=flaky, verified_in="copy")
         report["tests"]["after"] = after.to_json()
         report.update(verdict=verdict.name, summary=verdict.summary, fixed=verdict.fixed,
                       still_failing=verdict.still_failing, newly_failing=verdict.newly_failing,
@@ -126,7 +140,9 @@ def _verdict_fields(verdict: Verdict, report: dict) -> dict:
     return {"verdict": verdict.name, "summary": verdict.summary, "fixed": verdict.fixed,
             "still_failing": verdict.still_failing, "newly_failing": verdict.newly_failing,
             "missing": verdict.missing, "protected_changes": report["protected_changes"],
-            "claimed": report["claimed"], "changed_files": report["changed_files"]}
+            "claimed": report["claimed"], "changed_files": report["changed_files"],
+            "suspicious": report["suspicious"], "flaky": report["flaky"],
+            "verified_in": report["verified_in"]}
 
 
 def _write_patch(path: str, text: str) -> None:

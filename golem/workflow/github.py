@@ -16,7 +16,8 @@ def _escape_property(text: str) -> str:
 
 
 def annotate(report: dict, out: TextIO) -> None:
-    """`::error` lines for tests still failing, newly failing or missing, and protected files."""
+    """`::error` lines for tests still failing, newly failing or missing, and protected files;
+    `::warning` lines for suspicious findings."""
     for key, label in (("still_failing", "still failing"), ("newly_failing", "newly failing"),
                        ("missing", "went missing")):
         for test in report.get(key) or []:
@@ -24,6 +25,10 @@ def annotate(report: dict, out: TextIO) -> None:
     for item in report.get("protected_changes") or []:
         out.write(f"::error file={_escape_property(item['path'])},title=golem: protected file "
                   f"changed::{_escape(item['reason'])}\n")
+    for item in report.get("suspicious") or []:   # advice: a warning, not an error
+        out.write(f"::warning file={_escape_property(str(item['path']))},"
+                  f"line={_escape_property(str(item['line']))},title=golem: suspicious "
+                  f"{_escape_property(str(item['kind']))}::{_escape(str(item['detail']))}\n")
 
 
 def summary_markdown(report: dict) -> str:
@@ -44,6 +49,14 @@ def summary_markdown(report: dict) -> str:
     if report.get("protected_changes"):
         lines += ["", "**Protected files changed:**"] + [
             f"- `{p['path']}`: {p['reason']}" for p in report["protected_changes"]]
+    if report.get("suspicious"):
+        lines += ["", "**Suspicious (advisory):**"] + [
+            f"- `{f['path']}:{f['line']}` {f['kind']}: {f['detail']}"
+            for f in report["suspicious"][:50]]
+    if report.get("claimed"):
+        claim = " ".join(str(report["claimed"]).split())
+        lines += ["", f"**The model claimed** (golem's evidence is above): "
+                      f"{claim[:500]}{'...' if len(claim) > 500 else ''}"]
     stat = report.get("diffstat") or {}
     if stat:
         lines += ["", "| file | + | - |", "|---|---|---|"] + [

@@ -37,7 +37,8 @@ def run_goal(options: Options, provider: Provider, trace: Trace, model: str, goa
             del registry.tools["run_tests"]
         outcome = agent.run(provider, registry, model=model, system=prompts.RUN, task=goal,
                             budget=options.budget, trace=trace,
-                            max_tokens=options.provider.max_tokens, window=options.window)
+                            max_tokens=options.provider.max_tokens, window=options.window,
+                            context=options.context)
         if outcome.stop == "interrupted":
             raise KeyboardInterrupt
         return _report(outcome, options)
@@ -50,7 +51,8 @@ def ask(options: Options, provider: Provider, trace: Trace, model: str, question
         registry = default_registry(setup.context(), secrets, read_only=True)
         outcome = agent.run(provider, registry, model=model, system=ASK, task=question,
                             budget=options.budget, trace=trace,
-                            max_tokens=options.provider.max_tokens, window=options.window)
+                            max_tokens=options.provider.max_tokens, window=options.window,
+                            context=options.context)
         if outcome.stop == "interrupted":
             raise KeyboardInterrupt
         return _report(outcome, options)

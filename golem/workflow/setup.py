@@ -30,6 +30,9 @@ class Options:
     trace: str | None = None
     patch: str | None = None
     window: int = 10
+    context: int = 200_000          # the model's context window, in tokens (0: no limit)
+    strict: bool = False            # -strict: a suspicious finding rejects the change
+    repeat: int = 0                 # -repeat: re-runs of each previously failing test
     command_timeout: float = 600.0
     suite_timeout: float = 1800.0
 

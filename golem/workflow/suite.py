@@ -2,7 +2,9 @@
 
 Outcomes are read from files golem owns, outside the workspace, never from stdout that the
 code under test could forge: unittest runs under golem's driver, which writes JSON; pytest
-writes JUnit XML. Any other runner is judged by its exit code alone, and the verdict says so.
+writes JUnit XML; `node --test` and jest write JSON (golem/workflow/runners.py). `go test`
+is the exception: its `-json` event stream comes from stdout. Any other runner is judged by
+its exit code alone, and the verdict says so.
 
 Detection, when `-test` is absent (first rule that matches wins):
 1. pytest configuration (`pytest.ini`, `conftest.py` at the top, `[tool.pytest.ini_options]`
@@ -27,8 +29,12 @@ from importlib import resources
 
 from golem.errors import UsageError
 from golem.tools import process
+from golem.workflow import runners
 
 FAILING = ("failed", "error")
+EVIDENCE = {"unittest": "unittest-json", "pytest": "junit-xml", "go": "go-json",
+            "node": "node-json", "jest": "jest-json"}
+GO_CAP = 32_000_000     # the go event stream is the evidence: keep far more of it
 
 
 @dataclass
@@ -36,7 +42,7 @@ class TestCommand:
     """The command that defines success, and how golem reads its results."""
 
     argv: list[str]
-    runner: str         # "unittest", "pytest" or "exit-code"
+    runner: str         # "unittest", "pytest", "go", "node", "jest" or "exit-code"
     origin: str         # "-test" or "detected: <why>"
 
     @property
@@ -52,7 +58,7 @@ class SuiteResult:
     timed_out: bool
     output: str
     elapsed: float
-    evidence: str                               # "unittest-json", "junit-xml" or "exit-code"
+    evidence: str                               # a value of EVIDENCE, or "exit-code"
     tests: dict[str, str] | None = None         # test id -> passed/failed/error/skipped/xfail/xpass
     pseudo: set[str] = field(default_factory=set)   # ids that stand for import or setup errors
     problem: str | None = None                  # why the evidence cannot be trusted
@@ -106,6 +112,12 @@ def runner_of(argv: list[str]) -> str:
         return "pytest"
     if _is_python(argv[0]) and argv[1:3] == ["-m", "unittest"]:
         return "unittest"
+    if runners.is_go(argv):
+        return "go"
+    if runners.is_node(argv):
+        return "node"
+    if runners.is_jest(argv):
+        return "jest"
     return "exit-code"
 
 
@@ -150,7 +162,7 @@ def detect(root: str) -> TestCommand:
         return TestCommand(["python3", "-m", "unittest", "discover"], "unittest",
                            "detected: test*.py files")
     if exists("go.mod"):
-        return TestCommand(["go", "test", "./..."], "exit-code", "detected: go.mod")
+        return TestCommand(["go", "test", "./..."], "go", "detected: go.mod")
     if exists("Cargo.toml"):
         return TestCommand(["cargo", "test"], "exit-code", "detected: Cargo.toml")
     if exists("package.json"):
@@ -166,21 +178,39 @@ def detect(root: str) -> TestCommand:
     raise UsageError(f"cannot tell how to run the tests in {root}; pass -test 'COMMAND'")
 
 
-def _instrument(command: TestCommand, scratch: str) -> tuple[list[str], str | None]:
-    """The argv to run so results land in a file golem owns, and that file's path."""
+def _scratch_file(scratch: str, stem: str, suffix: str) -> str:
+    return os.path.join(scratch, f"{stem}-{os.urandom(6).hex()}{suffix}")
+
+
+def _instrument(command: TestCommand, scratch: str,
+                only: str | None = None) -> tuple[list[str], str | None, list[str]]:
+    """The argv to run so results land where golem reads them, the result file's path, and
+    helper files to remove afterwards. `only` (unittest) runs that one test id alone."""
     argv = list(command.argv)
     if command.runner == "unittest":
         # a fresh copy per run: an earlier command could have rewritten an older one
-        driver = os.path.join(scratch, f"golem_unittest_driver_{os.urandom(6).hex()}.py")
+        driver = _scratch_file(scratch, "golem_unittest_driver", ".py")
         source = resources.files("golem.workflow").joinpath("unittest_driver.py").read_bytes()
         with open(driver, "wb") as handle:
             handle.write(source)
-        out = os.path.join(scratch, f"unittest-{os.urandom(6).hex()}.json")
-        return [argv[0], driver, out, *argv[3:]], out
+        out = _scratch_file(scratch, "unittest", ".json")
+        selection = [f"--golem-only={only}"] if only is not None else []
+        return [argv[0], driver, out, *selection, *argv[3:]], out, [driver]
     if command.runner == "pytest":
-        out = os.path.join(scratch, f"junit-{os.urandom(6).hex()}.xml")
-        return [*argv, f"--junit-xml={out}", "-p", "no:cacheprovider"], out
-    return argv, None
+        out = _scratch_file(scratch, "junit", ".xml")
+        return [*argv, f"--junit-xml={out}", "-p", "no:cacheprovider"], out, []
+    if command.runner == "go":
+        return runners.go_argv(argv), None, []
+    if command.runner == "node":
+        reporter = _scratch_file(scratch, "golem_node_reporter", ".mjs")
+        with open(reporter, "w", encoding="utf-8") as handle:
+            handle.write(runners.NODE_REPORTER)
+        out = _scratch_file(scratch, "node", ".jsonl")
+        return runners.node_argv(argv, reporter, out), out, [reporter]
+    if command.runner == "jest":
+        out = _scratch_file(scratch, "jest", ".json")
+        return runners.jest_argv(argv, out), out, []
+    return argv, None, []
 
 
 def _parse_unittest(path: str) -> tuple[dict[str, str], set[str]]:
@@ -211,10 +241,26 @@ def _parse_junit(path: str) -> tuple[dict[str, str], set[str]]:
     return tests, pseudo
 
 
+def _parse_file(runner: str, path: str, root: str) -> tuple[dict[str, str], set[str], str | None]:
+    if runner == "unittest":
+        return (*_parse_unittest(path), None)
+    if runner == "pytest":
+        return (*_parse_junit(path), None)
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        text = handle.read()
+    if runner == "node":
+        return runners.parse_node(text, root)
+    return (*runners.parse_jest(json.loads(text), root), None)
+
+
 def run_suite(command: TestCommand, *, cwd: str, env: dict[str, str], scratch: str,
-              timeout: float, wrap=None, cap: int = 200_000) -> SuiteResult:
-    """Run the suite once and read each test's outcome from golem's own result file."""
-    argv, result_file = _instrument(command, scratch)
+              timeout: float, wrap=None, cap: int = 200_000,
+              only: str | None = None) -> SuiteResult:
+    """Run the suite once and read each test's outcome from golem's own result file.
+
+    `only` (unittest) runs that one test id alone, with the same discovery arguments.
+    """
+    argv, result_file, helpers = _instrument(command, scratch, only)
     # bytecode from golem's scratch only: a forged .pyc in the workspace's __pycache__ could
     # otherwise stand in for a test file whose source looks untouched
     # and a fresh HOME and TMPDIR with no user site-packages, so nothing an earlier command
@@ -224,25 +270,33 @@ def run_suite(command: TestCommand, *, cwd: str, env: dict[str, str], scratch: s
     env = {**env, "PYTHONPYCACHEPREFIX": os.path.join(home, "pycache"), "HOME": home,
            "TMPDIR": os.path.join(home, "tmp"), "PYTHONNOUSERSITE": "1"}
     argv[0] = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
+    if command.runner == "go":
+        cap = max(cap, GO_CAP)
     try:
         done = process.run(argv, cwd=cwd, env=env, timeout=timeout, cap=cap, wrap=wrap)
     finally:
         shutil.rmtree(home, ignore_errors=True)
     result = SuiteResult(done.exit_code, done.timed_out, done.output, done.elapsed, "exit-code")
-    if result_file is None:
+    if command.runner not in EVIDENCE:
         return result
-    result.evidence = "unittest-json" if command.runner == "unittest" else "junit-xml"
-    try:
-        parse = _parse_unittest if command.runner == "unittest" else _parse_junit
-        result.tests, result.pseudo = parse(result_file)
-    except (OSError, ValueError, KeyError, TypeError, ET.ParseError) as exc:
-        result.tests = {}
-        reason = "missing" if isinstance(exc, FileNotFoundError) else f"unreadable ({exc})"
-        result.problem = f"the result file was {reason}: the suite did not run to the end"
-    finally:
-        for leftover in (result_file, result_file + ".part", argv[1]):
-            if os.path.exists(leftover) and leftover.startswith(scratch):
-                os.unlink(leftover)
+    result.evidence = EVIDENCE[command.runner]
+    if command.runner == "go":
+        result.tests, result.pseudo, result.output, result.problem = runners.parse_go(
+            done.output)
+        if done.truncated:
+            result.problem = "the go test event stream was too long to keep whole"
+    else:
+        try:
+            result.tests, result.pseudo, result.problem = _parse_file(
+                command.runner, result_file, cwd)
+        except (OSError, ValueError, KeyError, TypeError, ET.ParseError) as exc:
+            result.tests = {}
+            reason = "missing" if isinstance(exc, FileNotFoundError) else f"unreadable ({exc})"
+            result.problem = f"the result file was {reason}: the suite did not run to the end"
+        finally:
+            for leftover in (result_file, result_file + ".part", *helpers):
+                if os.path.exists(leftover) and leftover.startswith(scratch):
+                    os.unlink(leftover)
     if result.problem is None and not result.tests:
         result.problem = "no tests ran"
     elif result.problem is None and (result.exit_code == 0) == bool(result.failing):

@@ -39,6 +39,46 @@ def _rejected(verdict: Verdict, after: SuiteResult,
     return verdict
 
 
+def _listed(findings: list[dict], limit: int = 5) -> str:
+    shown = "; ".join(f"{f['path']}:{f['line']} {f['kind']}: {f['detail']}"
+                      for f in findings[:limit])
+    return shown + (f" and {len(findings) - limit} more" if len(findings) > limit else "")
+
+
+def advise(verdict: Verdict, findings: list[dict], strict: bool = False) -> Verdict:
+    """Fold the advisory scan of the diff into a verdict.
+
+    Findings are counted in the summary and change nothing else, unless `strict`: then any
+    finding makes the verdict REJECTED, with the findings as the reason.
+    """
+    if not findings:
+        return verdict
+    count = f"{len(findings)} suspicious finding{'s' if len(findings) != 1 else ''}"
+    if strict and verdict.name != "REJECTED":
+        state = "the suite passes, but " if verdict.name == "VERIFIED" else ""
+        verdict.name = "REJECTED"
+        verdict.summary = f"REJECTED: {state}-strict and {count} in the change: " \
+                          f"{_listed(findings)}"
+    else:
+        verdict.summary += f" ({count}{'' if strict else ', advisory'}: {_listed(findings, 2)})"
+    return verdict
+
+
+def mark_flaky(verdict: Verdict, flaky: list[str]) -> Verdict:
+    """Fold `-repeat` into a verdict: a test whose outcome changed when re-run is not fixed,
+    so VERIFIED becomes FAILED; the flaky ids are named in the summary either way."""
+    if not flaky:
+        return verdict
+    named = f"flaky: [{_names(flaky)}]"
+    if verdict.name == "VERIFIED":
+        verdict.name = "FAILED"
+        verdict.summary = (f"FAILED: {named}: {len(flaky)} previously failing test(s) gave "
+                           "a different outcome when re-run")
+    else:
+        verdict.summary += f"; {named}"
+    return verdict
+
+
 def judge(before: SuiteResult, after: SuiteResult,
           protected: list[tuple[str, str]]) -> Verdict:
     """Compare the suite before and after a run, given the protected paths it changed."""

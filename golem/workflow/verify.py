@@ -3,6 +3,8 @@
 The baseline is the suite as it was at REV, run in a copy exported with `git archive` into
 golem's scratch directory (the repository is only read). The changes are everything that
 differs from REV now: commits, uncommitted edits and untracked files git does not ignore.
+The re-run happens in a second export of REV with only the allowed changes taken over from
+the workspace (golem/workflow/rebuild.py).
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import tarfile
 from golem.errors import UsageError
 from golem.tools import sandbox
 from golem.trace import Trace
+from golem.workflow import rebuild, repeat
 from golem.workflow.protect import new_tests, protected_changes
 from golem.workflow.setup import Options, Setup
 from golem.workflow.snapshot import Changes
 from golem.workflow.suite import run_suite
-from golem.workflow.verdict import judge
+from golem.workflow.suspicious import files_under, read_source, scan_changes
+from golem.workflow.verdict import advise, judge, mark_flaky
 
 
 def _git(root: str, *args: str, binary: bool = False) -> str | bytes:
@@ -72,17 +76,28 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
         changes = changes_since(root, rev)
         base = os.path.join(setup.scratch, "base")
         _export(root, rev, base)
+        linked = rebuild.link_dependencies(base, root)   # what the tests import, read-only
         trace.emit("note", message=f"test command: {setup.command.text} "
                    f"({setup.command.origin}); baseline from {rev}")
-        base_wrap, _ = sandbox.wrapper(options.sandbox, base, setup.scratch)
+        base_wrap, _ = sandbox.wrapper(options.sandbox, base, setup.scratch,
+                                       read_only=rebuild.sources(root, linked))
         before = run_suite(setup.command, cwd=base, env=setup.env, scratch=setup.scratch,
                            timeout=options.suite_timeout, wrap=base_wrap)
         trace.emit("baseline", summary=before.summary(), **before.to_json())
-        after = run_suite(setup.command, cwd=root, env=setup.env, scratch=setup.scratch,
-                          timeout=options.suite_timeout, wrap=setup.wrap)
-        trace.emit("verification", summary=after.summary(), **after.to_json())
         protected = protected_changes(changes, setup.command.argv)
+        # the re-run happens in a fresh export of REV plus the allowed changes only
+        copy = rebuild.from_export(lambda target: _export(root, rev, target), root,
+                                   rebuild.target_for(setup.scratch, root), changes,
+                                   {p for p, _ in protected})
+        after, wrap = rebuild.run_in_copy(setup, copy)
+        findings = scan_changes(root, changes, protected,
+                                lambda rel: read_source(os.path.join(base, *rel.split("/"))),
+                                files_under(base), before.failing)
+        if findings:
+            trace.emit("suspicious", findings=findings)
         verdict = judge(before, after, protected)
+        flaky = repeat.after_grading(setup, copy.root, wrap, before, after, verdict.name)
+        verdict = advise(mark_flaky(verdict, flaky), findings, options.strict)
         report = {"verdict": verdict.name, "summary": verdict.summary, "base": rev,
                   "changed_files": changes.all, "new_tests": new_tests(changes),
                   "protected_changes": [{"path": p, "reason": r} for p, r in protected],
@@ -90,9 +105,11 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
                   "fixed": verdict.fixed, "still_failing": verdict.still_failing,
                   "newly_failing": verdict.newly_failing, "missing": verdict.missing,
                   "test_command": setup.command.text, "evidence": after.evidence,
-                  "suspicious": [], "trace": options.trace, "exit_code": verdict.exit_code}
+                  "suspicious": findings, "trace": options.trace, "flaky": flaky,
+                  "verified_in": "copy", "exit_code": verdict.exit_code}
         trace.emit("verdict", verdict=verdict.name, summary=verdict.summary,
                    fixed=verdict.fixed, still_failing=verdict.still_failing,
                    newly_failing=verdict.newly_failing, missing=verdict.missing,
-                   protected_changes=report["protected_changes"])
+                   protected_changes=report["protected_changes"], suspicious=findings,
+                   flaky=flaky, verified_in="copy")
         return report

@@ -1,0 +1,77 @@
+"""A loopback HTTP server that plays a chat-completions model for the benchmark.
+
+It answers each POST with the next scripted reply and keeps every request body as the raw
+bytes that arrived, so a bare client can replay exactly what golem sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def read_reply(step: int, path: str) -> bytes:
+    """A chat completion asking for one read_file call."""
+    call = {"id": f"call_{step:04}", "type": "function",
+            "function": {"name": "read_file", "arguments": json.dumps({"path": path})}}
+    return _reply({"role": "assistant", "content": f"Reading {path}.", "tool_calls": [call]},
+                  "tool_calls")
+
+
+def answer_reply(text: str = "Done.") -> bytes:
+    """A chat completion with a plain answer."""
+    return _reply({"role": "assistant", "content": text}, "stop")
+
+
+def _reply(message: dict, finish: str) -> bytes:
+    return json.dumps({"id": "chatcmpl-bench", "object": "chat.completion", "model": "bench",
+                       "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                       "usage": {"prompt_tokens": 1000, "completion_tokens": 20,
+                                 "total_tokens": 1020}}).encode()
+
+
+class ScriptServer:
+    """`with ScriptServer(replies) as server:` serves `replies` in order at `server.url`."""
+
+    def __init__(self, replies: list[bytes]):
+        self.replies = list(replies)
+        self.bodies: list[bytes] = []
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with owner._lock:
+                    owner.bodies.append(body)
+                    data = owner.replies.pop(0) if owner.replies else answer_reply()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
+                                        daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> ScriptServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()

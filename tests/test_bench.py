@@ -1,0 +1,85 @@
+"""The benchmark's measurements run, at a tiny size, and report what they measured.
+
+Timings are not asserted: speed targets belong to `make bench`, not to the test suite.
+"""
+
+import ast
+import os
+import sys
+import unittest
+
+from bench import run as bench
+
+BENCH_DIR = os.path.dirname(bench.__file__)
+
+
+class MeasurementsTest(unittest.TestCase):
+    def check(self, figure):
+        self.assertIsInstance(figure, bench.Figure)
+        self.assertIn(figure.ok, (True, False, None))
+        self.assertTrue(figure.name and figure.measured and figure.target)
+
+    def test_startup(self):
+        self.check(bench.startup(runs=1))
+
+    def test_loop_overhead(self):
+        figure = bench.loop_overhead(steps=5, repeats=1)
+        self.check(figure)
+        self.assertIn("a step", figure.measured)
+
+    def test_context_economy(self):
+        size, price = bench.context_economy(steps=5, file_bytes=512)
+        self.check(size)
+        self.check(price)
+        self.assertLessEqual(float(size.measured), 1.0)   # masking never sends more
+
+    def test_search_speed(self):
+        for figure in bench.search_speed(files=200, repeats=1):
+            self.check(figure)
+
+    def test_peak_memory(self):
+        figure = bench.peak_memory(mib=4)
+        self.check(figure)
+        self.assertTrue(figure.measured.endswith("MiB"))
+
+    def test_traffic_prices_the_shared_prefix_at_a_tenth(self):
+        first = b'{"messages": [{"role": "user", "content": "aaaa"}]}'
+        second = (b'{"messages": [{"role": "user", "content": "aaaa"}, '
+                  b'{"role": "user", "content": "bbbb"}]}')
+        sent, price = bench._traffic([first, first, second])
+        self.assertEqual(sent, 2 * len(first) + len(second))
+        self.assertLess(price, len(first) * 1.5 + len(second))
+
+    def test_report_has_the_table_and_the_machine(self):
+        figures = [bench.Figure("a", "1.0x", "under 2x", True, "how a"),
+                   bench.Figure("b", "3.0x", "under 2x", False),
+                   bench.Figure("c", "not measured", "within 3x", None)]
+        text = bench.report(figures, bench.machine())
+        self.assertIn("| a | 1.0x | under 2x | pass |", text)
+        self.assertIn("| b | 3.0x | under 2x | miss |", text)
+        self.assertIn("| c | not measured | within 3x | n/a |", text)
+        self.assertIn(f"Python {sys.version.split()[0]}", text)
+        self.assertIn(f"{os.cpu_count()} CPUs", text)
+
+
+class StandardLibraryOnlyTest(unittest.TestCase):
+    def test_bench_imports_only_the_standard_library_and_golem(self):
+        allowed = set(sys.stdlib_module_names) | {"golem", "bench", "__future__"}
+        for name in sorted(os.listdir(BENCH_DIR)):
+            if not name.endswith(".py"):
+                continue
+            with open(os.path.join(BENCH_DIR, name), encoding="utf-8") as handle:
+                tree = ast.parse(handle.read(), name)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    modules = [node.module]
+                else:
+                    continue
+                for module in modules:
+                    self.assertIn(module.split(".")[0], allowed, f"{name} imports {module}")
+
+
+if __name__ == "__main__":
+    unittest.main()
