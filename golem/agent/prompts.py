@@ -9,7 +9,8 @@ Method:
 2. Locate: read the code the failing tests exercise (list_files, search_files, read_file).
 3. Fix: make the smallest change to the source that makes the failing tests pass \
 (edit_file; write_file for new files).
-4. Verify: run the tests again; repeat until they all pass.
+4. Verify: re-run the failing tests first (run_tests with `select`), then the whole suite \
+(run_tests); repeat until everything passes.
 
 Rules:
 - Never modify, delete or skip existing tests, test data, conftest.py or test configuration, \

@@ -55,8 +55,6 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         secrets: list[str]) -> dict:
     """Run `golem fix` and return its result (the `-json` object, plus `exit_code`)."""
     with Setup(options, trace) as setup:
-        trace.emit("note", message=f"test command: {setup.command.text} "
-                   f"({setup.command.origin}; evidence: {setup.command.runner})")
         before = suite(setup, "baseline")
         report = base_report(setup, before)
         if before.passed:

@@ -72,6 +72,10 @@ class Setup:
         except BaseException:
             shutil.rmtree(self.scratch, ignore_errors=True)
             raise
+        if self.command is not None:    # the first line of output: what defines success
+            trace.emit("note", message=f"test command: {self.command.text} "
+                       f"({self.command.origin}; evidence: {self.command.runner})",
+                       test_command=self.command.argv, origin=self.command.origin)
         trace.emit("note", message=f"sandbox: {how}", sandbox=options.sandbox)
 
     def context(self) -> Context:

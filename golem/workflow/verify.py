@@ -77,8 +77,7 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
         base = os.path.join(setup.scratch, "base")
         _export(root, rev, base)
         linked = rebuild.link_dependencies(base, root)   # what the tests import, read-only
-        trace.emit("note", message=f"test command: {setup.command.text} "
-                   f"({setup.command.origin}); baseline from {rev}")
+        trace.emit("note", message=f"baseline: the suite as it was at {rev}")
         base_wrap, _ = sandbox.wrapper(options.sandbox, base, setup.scratch,
                                        read_only=rebuild.sources(root, linked))
         before = run_suite(setup.command, cwd=base, env=setup.env, scratch=setup.scratch,
