@@ -276,28 +276,16 @@ def _tools_command(args: argparse.Namespace) -> int:
 
 
 def _trace_command(args: argparse.Namespace) -> int:
-    from golem.trace import render
+    from golem.trace import read_events, render
     if args.html:
         from golem.trace.html import write_report
         write_report(args.file, args.html)
         print(f"wrote {args.html}", file=sys.stderr)
         return 0
-    try:
-        with open(args.file, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    raise UsageError(f"{args.file}:{number}: not a JSON line") from None
-                text = render(record) if isinstance(record, dict) else None
-                if text:
-                    print(text)
-    except OSError as exc:
-        raise UsageError(f"cannot read trace {args.file}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{args.file}: not a golem trace (not UTF-8 text)") from None
+    for record in read_events(args.file):
+        text = render(record)
+        if text:
+            print(text)
     return 0
 
 

@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Any, Iterable, TextIO
 
+from golem.errors import UsageError
 from golem.trace.console import Console
 
 REDACTED = "[redacted]"
@@ -74,6 +75,29 @@ def render(record: dict[str, Any]) -> str | None:
     if event == "note":
         return f". {record.get('message')}"
     return None
+
+
+def read_events(path: str) -> list[dict[str, Any]]:
+    """The events of a JSONL trace; UsageError (one line) when it is not one."""
+    events = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    raise UsageError(f"{path}:{number}: not a JSON line") from None
+                if isinstance(record, dict) and isinstance(record.get("event"), str):
+                    events.append(record)
+    except OSError as exc:
+        raise UsageError(f"cannot read trace {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a golem trace (not UTF-8 text)") from None
+    if not events:
+        raise UsageError(f"{path}: no golem events in it; write one with -trace FILE")
+    return events
 
 
 class Trace:

@@ -15,6 +15,7 @@ import os
 from typing import Any, Callable, Iterable
 
 from golem.errors import UsageError
+from golem.trace import read_events
 
 Event = dict[str, Any]
 
@@ -43,29 +44,6 @@ summary{cursor:pointer}
 def e(value: Any) -> str:
     """Escape anything for HTML text or an attribute value."""
     return html.escape("" if value is None else str(value), quote=True)
-
-
-def read_events(path: str) -> list[Event]:
-    """The events of a JSONL trace; UsageError (one line) when it is not one."""
-    events = []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    raise UsageError(f"{path}:{number}: not a JSON line") from None
-                if isinstance(record, dict) and isinstance(record.get("event"), str):
-                    events.append(record)
-    except OSError as exc:
-        raise UsageError(f"cannot read trace {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a golem trace (not UTF-8 text)") from None
-    if not events:
-        raise UsageError(f"{path}: no golem events in it; write one with -trace FILE")
-    return events
 
 
 def split_runs(events: list[Event]) -> list[list[Event]]:

@@ -28,31 +28,28 @@ def _report(outcome: agent.Outcome, options: Options) -> dict:
             "exit_code": 0 if ok else 1}
 
 
-def run_goal(options: Options, provider: Provider, trace: Trace, model: str, goal: str,
-             secrets: list[str]) -> dict:
-    """Work on a free-form goal with every tool; exit 0 when the model answered."""
+def _converse(options: Options, provider: Provider, trace: Trace, model: str, system: str,
+              task: str, secrets: list[str], read_only: bool) -> dict:
     with Setup(options, trace, need_tests=False) as setup:
-        registry = default_registry(setup.context(), secrets)
+        registry = default_registry(setup.context(), secrets, read_only=read_only)
         if setup.command is None:
-            del registry.tools["run_tests"]
-        outcome = agent.run(provider, registry, model=model, system=prompts.RUN, task=goal,
+            registry.tools.pop("run_tests", None)
+        outcome = agent.run(provider, registry, model=model, system=system, task=task,
                             budget=options.budget, trace=trace,
                             max_tokens=options.provider.max_tokens, window=options.window,
                             context=options.context)
         if outcome.stop == "interrupted":
             raise KeyboardInterrupt
         return _report(outcome, options)
+
+
+def run_goal(options: Options, provider: Provider, trace: Trace, model: str, goal: str,
+             secrets: list[str]) -> dict:
+    """Work on a free-form goal with every tool; exit 0 when the model answered."""
+    return _converse(options, provider, trace, model, prompts.RUN, goal, secrets, False)
 
 
 def ask(options: Options, provider: Provider, trace: Trace, model: str, question: str,
         secrets: list[str]) -> dict:
     """Answer a question from the files in -dir, with the reading tools only."""
-    with Setup(options, trace, need_tests=False) as setup:
-        registry = default_registry(setup.context(), secrets, read_only=True)
-        outcome = agent.run(provider, registry, model=model, system=ASK, task=question,
-                            budget=options.budget, trace=trace,
-                            max_tokens=options.provider.max_tokens, window=options.window,
-                            context=options.context)
-        if outcome.stop == "interrupted":
-            raise KeyboardInterrupt
-        return _report(outcome, options)
+    return _converse(options, provider, trace, model, ASK, question, secrets, True)
