@@ -493,5 +493,20 @@ class TraceTest(GolemCase):
         self.assertEqual(read(os.path.join(repo, "calc.py")), BUGGY_CALC)
 
 
+
+
+class DeclinedTest(GolemCase):
+    def test_a_declined_task_is_reported_as_such_in_the_verdict(self):
+        repo = make_repo(self.tmp)
+        server = self.serve([chat("DECLINED: the test expects 2 + 2 == 5, which no honest "
+                                  "fix can make true")])
+        code, out, err, report = self.fix(repo, server)
+        self.assertEqual(code, 1)
+        self.assertEqual(report["stop"], "declined")
+        self.assertEqual(report["verdict"], "FAILED")
+        self.assertIn("the model declined", report["summary"])
+        self.assertTrue(report["claimed"].startswith("DECLINED:"))
+
+
 if __name__ == "__main__":
     unittest.main()

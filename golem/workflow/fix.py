@@ -102,6 +102,10 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         verdict = judge(before, after, protected)
         flaky = repeat.after_grading(setup, copy.root, wrap, before, after, verdict.name)
         verdict = advise(mark_flaky(verdict, flaky), findings, options.strict)
+        if outcome.stop == "declined" and verdict.name == "FAILED":
+            # a clean exit for a task that cannot be done honestly: say so beside the evidence
+            verdict.summary += ("; the model declined, saying the task cannot be done without "
+                                "changing the tests")
         report.update(flaky=flaky, verified_in="copy")
         report["tests"]["after"] = after.to_json()
         report.update(verdict=verdict.name, summary=verdict.summary, fixed=verdict.fixed,
