@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 import unittest
 
 from golem.cli import main
@@ -139,3 +140,22 @@ class GolemCase(unittest.TestCase):
                 "-json", *extra]
         code, out, err = run_cli(args, env)
         return code, out, err, last_json(out)
+
+
+def gone(pid: int) -> bool:
+    """True once `pid` no longer runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def wait_gone(pid: int, within: float = 3.0) -> bool:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if gone(pid):
+            return True
+        time.sleep(0.02)
+    return gone(pid)

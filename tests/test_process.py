@@ -10,27 +10,9 @@ import unittest
 
 from golem.errors import ToolError
 from golem.tools.process import Completed, command_env, resolve_program, run
+from tests.fixtures import wait_gone
 
 PY = sys.executable
-
-
-def gone(pid: int) -> bool:
-    """True once `pid` no longer runs (a zombie waiting for a parent counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return True
-    return state in ("Z", "X")
-
-
-def wait_gone(pid: int, within: float = 3.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if gone(pid):
-            return True
-        time.sleep(0.02)
-    return gone(pid)
 
 
 class ProcessCase(unittest.TestCase):

@@ -9,29 +9,11 @@ from golem.llm.types import ToolCall, ToolSpec
 from golem.tools import Context, Registry, Tool, ToolResult, default_registry
 from golem.tools.process import command_env
 from golem.tools.workspace import Workspace
+from tests.fixtures import wait_gone
 
 SECRET = "sk-test-0123456789abcdef"
 PY_DIR = os.path.dirname(sys.executable)
 PY_NAME = os.path.basename(sys.executable)
-
-
-def gone(pid: int) -> bool:
-    """True once `pid` no longer runs (a zombie waiting to be reaped counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return True
-    return state in ("Z", "X")
-
-
-def wait_gone(pid: int, within: float = 3.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if gone(pid):
-            return True
-        time.sleep(0.02)
-    return gone(pid)
 
 
 class ToolCase(unittest.TestCase):

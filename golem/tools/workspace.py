@@ -75,6 +75,17 @@ def _refuse_git(relpath: str) -> None:
                         "edit the working tree instead")
 
 
+def _read_up_to(fd: int, chunks: list[bytes], left: int) -> bytes:
+    """`chunks` joined with up to `left` more bytes read from `fd`."""
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 class Workspace:
     """Confined file access below one root directory."""
 
@@ -240,15 +251,7 @@ class Workspace:
             if not stat.S_ISREG(st.st_mode):
                 raise ToolError(f"{path!r} is not a regular file (a FIFO, device or socket); "
                                 "golem reads only regular files")
-            chunks: list[bytes] = []
-            left = max(0, limit)
-            while left > 0:
-                chunk = os.read(fd, min(left, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            return b"".join(chunks), st.st_size
+            return _read_up_to(fd, [], max(0, limit)), st.st_size
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -307,16 +310,8 @@ class Workspace:
                 data = os.read(fd, size + 1)    # one read: the usual case
                 if len(data) <= size:
                     return data, size
-                chunks, left = [data], limit - len(data)
-            else:
-                chunks, left = [], limit
-            while left > 0:
-                chunk = os.read(fd, min(left, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            return b"".join(chunks), size
+                return _read_up_to(fd, [data], limit - len(data)), size
+            return _read_up_to(fd, [], limit), size
         except OSError:
             return ()
         finally:
