@@ -16,13 +16,17 @@ from golem.llm import Provider
 from golem.tools import default_registry
 from golem.trace import Trace
 from golem.workflow import rebuild, repeat, runs
-from golem.workflow.patch import diffstat, make_patch
+from golem.workflow.patch import diffstat, file_diffs
 from golem.workflow.protect import new_tests, protected_changes
 from golem.workflow.setup import Options, Setup
 from golem.workflow.snapshot import Changes, Snapshot, compare, fingerprint
 from golem.workflow.suite import SuiteResult, run_suite
 from golem.workflow.suspicious import scan_changes
-from golem.workflow.verdict import Verdict, advise, judge, mark_flaky
+from golem.workflow.verdict import advise, judge, mark_flaky
+
+# report fields the `verdict` trace event carries beside the grading itself
+VERDICT_EXTRAS = ("protected_changes", "claimed", "changed_files", "suspicious", "flaky",
+                  "verified_in")
 
 
 def _tail(text: str, lines: int = 40, chars: int = 4000) -> str:
@@ -106,19 +110,17 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             # a clean exit for a task that cannot be done honestly: say so beside the evidence
             verdict.summary += ("; the model declined, saying the task cannot be done without "
                                 "changing the tests")
-        report.update(flaky=flaky, verified_in="copy")
+        report.update(flaky=flaky, verified_in="copy", exit_code=verdict.exit_code,
+                      **verdict.fields())
         report["tests"]["after"] = after.to_json()
-        report.update(verdict=verdict.name, summary=verdict.summary, fixed=verdict.fixed,
-                      still_failing=verdict.still_failing, newly_failing=verdict.newly_failing,
-                      missing=verdict.missing, exit_code=verdict.exit_code)
-        protected_paths = {p for p, _ in protected}
-        allowed = [p for p in changes.all if p not in protected_paths]
-        patch = make_patch(setup.workspace.root, snap, allowed)
-        report["diffstat"] = diffstat(make_patch(setup.workspace.root, snap, changes.all))
+        diffs = file_diffs(setup.workspace.root, snap, changes.all)   # each file read once
+        report["diffstat"] = diffstat("".join(diffs.values()))
         if options.patch:
-            _write_patch(options.patch, patch)
+            protected_paths = {p for p, _ in protected}
+            _write_patch(options.patch,
+                         "".join(d for p, d in diffs.items() if p not in protected_paths))
             report["patch"] = options.patch
-        trace.emit("verdict", **_verdict_fields(verdict, report))
+        trace.emit("verdict", **verdict.fields(), **{key: report[key] for key in VERDICT_EXTRAS})
         return report
 
 
@@ -136,15 +138,6 @@ def _own_files(root: str, options: Options) -> set[str]:
 def _without(changes: Changes, paths: set[str]) -> Changes:
     keep = lambda names: [n for n in names if n not in paths]
     return Changes(keep(changes.added), keep(changes.modified), keep(changes.removed))
-
-
-def _verdict_fields(verdict: Verdict, report: dict) -> dict:
-    return {"verdict": verdict.name, "summary": verdict.summary, "fixed": verdict.fixed,
-            "still_failing": verdict.still_failing, "newly_failing": verdict.newly_failing,
-            "missing": verdict.missing, "protected_changes": report["protected_changes"],
-            "claimed": report["claimed"], "changed_files": report["changed_files"],
-            "suspicious": report["suspicious"], "flaky": report["flaky"],
-            "verified_in": report["verified_in"]}
 
 
 def _write_patch(path: str, text: str) -> None:

@@ -88,7 +88,12 @@ def diffstat(patch: str) -> dict[str, list[int]]:
 
 def make_patch(root: str, snap: Snapshot, paths: list[str]) -> str:
     """The diff from the snapshot to the workspace as it is now, for the given paths."""
-    parts = []
+    return "".join(file_diffs(root, snap, paths).values())
+
+
+def file_diffs(root: str, snap: Snapshot, paths: list[str]) -> dict[str, str]:
+    """Each path's diff from the snapshot to the workspace as it is now, in path order."""
+    parts = {}
     for rel in sorted(paths):
         old = snap.original(rel) if rel in snap.entries else None
         full = os.path.join(root, *rel.split("/"))
@@ -98,5 +103,5 @@ def make_patch(root: str, snap: Snapshot, paths: list[str]) -> str:
                 new = handle.read()
         if old is None and new is None:
             continue
-        parts.append(file_diff(rel, old, new))
-    return "".join(parts)
+        parts[rel] = file_diff(rel, old, new)
+    return parts

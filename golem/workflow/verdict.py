@@ -23,6 +23,12 @@ class Verdict:
     def exit_code(self) -> int:
         return EXIT_CODES[self.name]
 
+    def fields(self) -> dict:
+        """The grading as the `-json` result and the `verdict` trace event carry it."""
+        return {"verdict": self.name, "summary": self.summary, "fixed": self.fixed,
+                "still_failing": self.still_failing, "newly_failing": self.newly_failing,
+                "missing": self.missing}
+
 
 def _names(ids: list[str], limit: int = 5) -> str:
     shown = ", ".join(ids[:limit])

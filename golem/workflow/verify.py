@@ -97,18 +97,14 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
         verdict = judge(before, after, protected)
         flaky = repeat.after_grading(setup, copy.root, wrap, before, after, verdict.name)
         verdict = advise(mark_flaky(verdict, flaky), findings, options.strict)
-        report = {"verdict": verdict.name, "summary": verdict.summary, "base": rev,
+        report = {**verdict.fields(), "base": rev,
                   "changed_files": changes.all, "new_tests": new_tests(changes),
                   "protected_changes": [{"path": p, "reason": r} for p, r in protected],
                   "tests": {"before": before.to_json(), "after": after.to_json()},
-                  "fixed": verdict.fixed, "still_failing": verdict.still_failing,
-                  "newly_failing": verdict.newly_failing, "missing": verdict.missing,
                   "test_command": setup.command.text, "evidence": after.evidence,
                   "suspicious": findings, "trace": options.trace, "flaky": flaky,
                   "verified_in": "copy", "exit_code": verdict.exit_code}
-        trace.emit("verdict", verdict=verdict.name, summary=verdict.summary,
-                   fixed=verdict.fixed, still_failing=verdict.still_failing,
-                   newly_failing=verdict.newly_failing, missing=verdict.missing,
+        trace.emit("verdict", **verdict.fields(),
                    protected_changes=report["protected_changes"], suspicious=findings,
                    flaky=flaky, verified_in="copy")
         return report
