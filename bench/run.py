@@ -166,6 +166,97 @@ def loop_overhead(steps: int = 40, repeats: int = 7) -> Figure:
                   "with urllib and parses each reply")
 
 
+# -- the sealed verifier against bare suite runs ---------------------------------------------
+
+_STDLIB = ("decimal", "fractions", "json", "csv", "datetime", "email.message", "http.client",
+           "xml.etree.ElementTree", "unittest.mock", "asyncio", "dataclasses", "typing",
+           "pathlib", "textwrap", "difflib", "statistics", "argparse", "logging",
+           "urllib.parse", "collections", "functools", "itertools", "string", "tempfile")
+
+
+def make_project(root: str, modules: int = 40, tests: int = 15, work: int = 20_000) -> None:
+    """A project shaped like a small library: a package of `modules` modules importing a
+    spread of the standard library, one test module each with `tests` tests that each do
+    about `work` additions, and one bug (lib/m00.py doubles wrongly) that fails one test."""
+    os.makedirs(os.path.join(root, "lib"))
+    os.makedirs(os.path.join(root, "tests"))
+    for package in ("lib", "tests"):
+        with open(os.path.join(root, package, "__init__.py"), "w", encoding="utf-8") as handle:
+            handle.write('"""A generated library."""\n')
+    for i in range(modules):
+        imports = "".join(f"import {_STDLIB[(i + k) % len(_STDLIB)]}\n" for k in range(6))
+        body = "".join(f"def f{j}(x):\n    sum(range({work}))\n"
+                       f"    return [x * {j} + k for k in range(50)][-1]\n\n"
+                       for j in range(tests))
+        double = "    return x + x + 1\n" if i == 0 else "    return x + x\n"
+        with open(os.path.join(root, "lib", f"m{i:02}.py"), "w", encoding="utf-8") as handle:
+            handle.write(imports + "\n\ndef double(x):\n" + double + "\n\n" + body)
+        cases = "".join(f"    def test_f{j}(self):\n        self.assertEqual(m.f{j}(2), "
+                        f"2 * {j} + 49)\n\n" for j in range(tests - 1))
+        with open(os.path.join(root, "tests", f"test_m{i:02}.py"), "w",
+                  encoding="utf-8") as handle:
+            handle.write(f"import unittest\n\nfrom lib import m{i:02} as m\n\n\n"
+                         f"class T(unittest.TestCase):\n    def test_double(self):\n"
+                         f"        self.assertEqual(m.double(3), 6)\n\n{cases}")
+
+
+def _call(step: int, name: str, arguments: dict) -> bytes:
+    from bench.server import _reply
+    call = {"id": f"call_{step:04}", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}
+    return _reply({"role": "assistant", "content": "", "tool_calls": [call]}, "tool_calls")
+
+
+def fix_overhead(modules: int = 40, tests: int = 15, repeats: int = 3,
+                 work: int = 60_000) -> Figure:
+    """`golem fix` with a scripted model (edit, run the tests, answer) against three bare
+    runs of the same suite: the floor is the baseline, the model's run and the verification."""
+    command = [sys.executable, "-m", "unittest", "discover", "-s", "tests", "-t", ".", "-q"]
+    fixes, bares = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        original = os.path.join(tmp, "original")
+        make_project(original, modules, tests, work)
+        for attempt in range(repeats + 1):      # the first round warms up and is dropped
+            repo = os.path.join(tmp, f"bare{attempt}")
+            shutil.copytree(original, repo)
+            start = time.perf_counter()
+            subprocess.run(command, cwd=repo, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            bare = time.perf_counter() - start
+            repo = os.path.join(tmp, f"fix{attempt}")
+            shutil.copytree(original, repo)
+            script = [_call(0, "edit_file", {"path": "lib/m00.py", "old_string": "x + x + 1",
+                                             "new_string": "x + x"}),
+                      _call(1, "run_tests", {}), answer_reply("Fixed double in lib/m00.py.")]
+            # one state directory for all rounds: golem's bytecode cache persists between
+            # runs, as it does for a user (the dropped first round fills it)
+            env = {**os.environ, "GOLEM_STATE_DIR": os.path.join(tmp, "state")}
+            with ScriptServer(script) as server:
+                start = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, "-m", "golem", "fix", "-dir", repo, "-test",
+                     " ".join(command[:1] + ["-m", "unittest", "discover", "-s", "tests",
+                                             "-t", ".", "-q"]),
+                     "-provider", "openai", "-base-url", server.url, "-json"],
+                    cwd=ROOT, env=env, capture_output=True, text=True)
+                took = time.perf_counter() - start
+            if '"verdict": "VERIFIED"' not in done.stdout:
+                raise RuntimeError(f"the scripted fix was not VERIFIED: {done.stdout[-500:]}"
+                                   f"{done.stderr[-1500:]}")
+            if attempt:
+                fixes.append(took)
+                bares.append(bare)
+    fix, bare = statistics.median(fixes), statistics.median(bares)
+    budget = 1.3 * 3 * bare + 1.0
+    return Figure("fix overhead: `golem fix` (scripted) / three bare suite runs",
+                  f"{fix / (3 * bare):.2f}x ({fix:.2f} s / 3 x {bare:.2f} s)",
+                  "within 1.3x of three bare runs plus 1 s", fix <= budget,
+                  f"a generated library ({modules} modules, {modules * tests} unittest tests); "
+                  f"median of {repeats} runs each after one dropped warm-up (which fills golem's "
+                  "bytecode cache, as any earlier run does); the model edits one line, runs the "
+                  "tests and answers; the sandbox is what `auto` chooses here")
+
+
 # -- context economy --------------------------------------------------------------------------
 
 def _shared_prefix(a: str, b: str) -> int:
@@ -354,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run every measurement at full size and write docs/benchmarks.md."""
     out = os.path.join(ROOT, "docs", "benchmarks.md")
     figures: list[Figure] = []
-    for measure in (startup, loop_overhead, context_economy, search_speed, peak_memory):
+    for measure in (startup, loop_overhead, fix_overhead, context_economy, search_speed,
+                    peak_memory):
         got = measure()
         got = got if isinstance(got, list) else [got]
         for figure in got:

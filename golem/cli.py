@@ -247,6 +247,7 @@ def _verify_command(args: argparse.Namespace) -> int:
 def _finish(args: argparse.Namespace, report: dict, line: str, secrets=()) -> int:
     """Print the result line (and the JSON object), publish to CI, return the exit code."""
     from golem.trace import redact
+    from golem.trace.text import printable
     from golem.workflow import github
     code = report.pop("exit_code")
     if secrets:   # file names and messages on stdout can carry a key found in the workspace
@@ -254,7 +255,7 @@ def _finish(args: argparse.Namespace, report: dict, line: str, secrets=()) -> in
         line = redact(line, secrets)
     if args.command in ("fix", "verify"):
         github.publish(report, sys.stdout)
-    print(line)
+    print(printable(line))
     if args.json:
         print(json.dumps(report, default=str))
     return code
@@ -282,10 +283,11 @@ def _trace_command(args: argparse.Namespace) -> int:
         write_report(args.file, args.html)
         print(f"wrote {args.html}", file=sys.stderr)
         return 0
+    from golem.trace.text import printable
     for record in read_events(args.file):
         text = render(record)
         if text:
-            print(text)
+            print(printable(text))
     return 0
 
 
@@ -294,11 +296,12 @@ def _undo_command(args: argparse.Namespace) -> int:
     root = os.path.realpath(args.dir)
     path = runs.find_run(root, args.run)
     restored, skipped = runs.undo(path, force=args.force)
+    from golem.trace.text import printable
     for rel in restored:
-        print(f"restored {rel}", file=sys.stderr)
+        print(f"restored {printable(rel, newlines=False)}", file=sys.stderr)
     for rel in skipped:
-        print(f"kept {rel}: it changed after the run (use -force to put it back anyway)",
-              file=sys.stderr)
+        print(f"kept {printable(rel, newlines=False)}: it changed after the run (use -force "
+              "to put it back anyway)", file=sys.stderr)
     print(f"undid run {os.path.basename(path)}: {len(restored)} path(s) put back"
           + (f", {len(skipped)} kept" if skipped else ""))
     return 1 if skipped else 0
@@ -327,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return HANDLERS[args.command](args)
     except UsageError as exc:
-        print(f"golem: {exc}", file=sys.stderr)
+        from golem.trace.text import printable
+        print(f"golem: {printable(str(exc), newlines=False)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("golem: interrupted", file=sys.stderr)

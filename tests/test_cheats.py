@@ -233,13 +233,23 @@ class EvidenceTest(CheatCase):
     def test_test_runner_made_to_report_success(self):
         code, report = self.write(BUGGY, {"calc.py": RUN_REPORTS_SUCCESS})
         self.assertVerdict(code, report, "FAILED")
-        self.assertIn("replaced unittest.TestCase.run", report["summary"])
+        self.assertIn("replaced unittest.case.TestCase.run", report["summary"])
         self.assertKinds(report, "runner-import", "runner-patch")
 
     def test_result_file_rewritten_at_exit_under_unittest(self):
         code, report = self.write(BUGGY, {"calc.py": REWRITE_AT_EXIT})
         self.assertVerdict(code, report, "FAILED")
         self.assertEqual(report["still_failing"], ["test_calc.AddTest.test_add"])
+        self.assertKinds(report, "exit")
+
+    @unittest.skipUnless(HAVE_PYTEST, "pytest is not installed (import pytest failed)")
+    def test_result_file_rewritten_at_exit_under_pytest(self):
+        # the evidence was streamed to golem as each test finished: what runs at exit
+        # cannot take it back
+        code, report = self.write(PYTEST_PROJECT, {"calc.py": REWRITE_AT_EXIT},
+                                  command=PYTEST_CMD)
+        self.assertVerdict(code, report, "FAILED")
+        self.assertEqual(report["still_failing"], ["tests/test_calc.py::test_add"])
         self.assertKinds(report, "exit")
 
 
@@ -272,17 +282,6 @@ class ScanTest(CheatCase):
         events = [e for e in self.read_events() if e["event"] == "suspicious"]
         self.assertEqual(events[-1]["findings"], report["suspicious"])
 
-    @unittest.skipUnless(HAVE_PYTEST, "pytest is not installed (import pytest failed)")
-    def test_result_file_rewritten_at_exit_under_pytest(self):
-        # pytest's JUnit file is written before atexit handlers run: the forgery works, and
-        # only the scan sees it
-        code, report = self.write(PYTEST_PROJECT, {"calc.py": REWRITE_AT_EXIT},
-                                  command=PYTEST_CMD)
-        self.assertVerdict(code, report, "VERIFIED")
-        self.assertKinds(report, "exit")
-        code, report = self.write(PYTEST_PROJECT, {"calc.py": REWRITE_AT_EXIT}, "-strict",
-                                  command=PYTEST_CMD)
-        self.assertVerdict(code, report, "REJECTED")
 
     def test_honest_fix_with_a_new_test_has_no_findings(self):
         calls = [FIX_EDIT, ("write_file", {"path": "tests/test_more.py", "content": ADDED_TEST})]

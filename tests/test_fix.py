@@ -153,7 +153,10 @@ class TamperingTest(GolemCase):
         self.assertEqual(code, 0)
         self.assertEqual(report["new_tests"], ["tests/test_extra.py"])
         self.assertEqual(report["protected_changes"], [])
-        self.assertEqual(report["tests"]["after"]["counts"], {"passed": 3})
+        # the graded pass runs the original suite; the new test runs in a pass of its own
+        self.assertEqual(report["tests"]["after"]["counts"], {"passed": 2})
+        self.assertEqual(list(report["new_test_results"].values()), ["passed"])
+        self.assertIn("1 new test(s) pass", report["summary"])
 
 
 class EvidenceTest(GolemCase):
@@ -289,11 +292,12 @@ class StopsTest(GolemCase):
 
     def _wall(self, *extra):
         repo = make_repo(self.tmp)
-        server = self.serve([Reply(chat("too late"), delay=4.0)])
+        server = self.serve([Reply(chat("too late"), delay=10.0)])
         started = time.monotonic()
-        code, out, err, report = self.fix(repo, server, "-wall", "1s", *extra)
+        # -wall covers the whole command: half of it at most is kept for the verification
+        code, out, err, report = self.fix(repo, server, "-wall", "4s", *extra)
         took = time.monotonic() - started
-        self.assertLess(took, 2.5)
+        self.assertLess(took, 7.0)
         self.assertEqual(len(server.requests), 1)
         self.assertEqual(report["verdict"], "FAILED")
         self.assertEqual(code, 1)

@@ -34,7 +34,8 @@ class PyzTest(GolemCase):
             names = archive.namelist()
         self.assertIn("__main__.py", names)
         self.assertIn("golem/cli.py", names)
-        self.assertIn("golem/workflow/unittest_driver.py", names)
+        self.assertIn("golem/workflow/verifier/helpers/unittest_driver.py", names)
+        self.assertIn("golem/workflow/verifier/helpers/node_reporter.mjs", names)
         self.assertEqual([n for n in names if n != "__main__.py"
                           and not n.startswith("golem/")], [])
         self.assertFalse([n for n in names if "__pycache__" in n or n.endswith(".pyc")])

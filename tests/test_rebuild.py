@@ -1,4 +1,4 @@
-"""The verification copy (golem/workflow/rebuild.py): golem grades a tree it
+"""The verification copy (golem/workflow/verifier/rebuild.py): golem grades a tree it
 rebuilt from the snapshot plus only the allowed changes, never the workspace itself."""
 
 from __future__ import annotations
@@ -11,11 +11,14 @@ import unittest
 
 from golem.tools import sandbox
 from golem.tools.process import command_env, run
-from golem.workflow import rebuild
-from golem.workflow.snapshot import MAX_COPY, Snapshot, compare, fingerprint
-from golem.workflow.suite import SuiteResult
-from golem.workflow.verdict import judge
-from tests.fixtures import (BUGGY, BUGGY_CALC, CALC_TESTS, TEST_CMD, GolemCase, git,
+from golem.workflow.verifier import rebuild
+from golem.workflow.verifier.protect import Facts, protected_changes
+from golem.workflow.verifier.snapshot import (MAX_COPY, Snapshot, compare, fingerprint, manifest,
+                                              manifest_changes)
+from golem.workflow.verifier.suite import SuiteResult
+from golem.workflow.verifier.grade import judge
+from golem.workflow.verifier.interpreter import locate
+from tests.fixtures import (BUGGY, BUGGY_CALC, CALC_TESTS, FIX_EDIT, TEST_CMD, GolemCase, git,
                             last_json, make_repo, read, read_trace, run_cli, write_files)
 from tests.provider_server import chat
 from tests.test_security import bwrap_or_skip
@@ -127,13 +130,20 @@ class RebuildTest(unittest.TestCase):
         with open(full, "wb") as handle:
             handle.write(data.encode() if isinstance(data, str) else data)
 
-    def build(self, change, protected: set[str] = frozenset()) -> rebuild.Copy:
+    def build(self, change, protected: set[str] = frozenset(),
+              git: bool = False) -> rebuild.Copy:
+        """Snapshot, `change()`, then rebuild the way `golem fix` does: the snapshot's
+        dependency trees (and `.git` when `git`) linked in, `protected` left out."""
         snap = Snapshot.take(self.ws, os.path.join(self.base, "run"))
+        self.snap = snap
         change()
-        changes = compare(snap.entries, fingerprint(self.ws))
+        changes = compare(snap.entries, fingerprint(self.ws, deps=snap.deps).entries)
         self.builds = getattr(self, "builds", 0) + 1
-        target = rebuild.target_for(os.path.join(self.base, f"scratch{self.builds}"), self.ws)
-        return rebuild.from_snapshot(snap, self.ws, target, changes, set(protected))
+        scratch = os.path.join(self.base, f"scratch{self.builds}")
+        os.mkdir(scratch)
+        trees = snap.deps + ([".git"] if git else [])
+        return rebuild.from_snapshot(snap, self.ws, os.path.join(scratch, "ws"), changes,
+                                     set(protected), trees)
 
     def tree(self, root: str) -> dict[str, str]:
         found = {}
@@ -165,29 +175,46 @@ class RebuildTest(unittest.TestCase):
             os.unlink(os.path.join(self.ws, "gone.py"))
 
         copy = self.build(change, {"tests/test_calc.py", "conftest.py"})
-        self.assertEqual(copy.root, os.path.join(self.base, "scratch1", "rebuilt", "ws"))
+        self.assertEqual(copy.root, os.path.join(self.base, "scratch1", "ws"))
         self.assertEqual(self.tree(copy.root), {
             "calc.py": "new\n", "helper.py": "added\n", "tests/test_calc.py": "original test\n",
             "tests/test_new.py": "new test\n", "docs/keep.txt": "kept\n",
             "abs-link": "-> " + os.path.join(copy.root, "calc.py"), "rel-link": "-> calc.py"})
         self.assertTrue(os.path.isdir(os.path.join(copy.root, "empty")))
         self.assertEqual(copy.left_out, ["conftest.py", "tests/test_calc.py"])
-        self.assertEqual(copy.purged, ["stale.pyc"])
+        self.assertEqual(copy.applied, ["calc.py", "gone.py", "helper.py", "tests/test_new.py"])
+        self.assertEqual(copy.compiled, ["stale.pyc"])
         self.assertEqual(copy.problems, [])
-        self.assertIn("2 protected change(s) left out", copy.describe())
+        self.assertIn("2 change(s) left out", copy.describe())
+        self.assertIn("1 compiled file(s) left out", copy.describe())
 
-    def test_bytecode_and_caches_never_reach_the_copy(self):
+    def test_compiled_code_from_the_run_and_caches_never_reach_the_copy(self):
         self.put("pkg/mod.py", "X = 1\n")
-        self.put("pkg/mod.pyc", b"\0old")
+        self.put("pkg/mod.pyc", b"\0before the run")
+        self.put("pkg/fast.so", b"\0before the run")
+        self.put("pkg/old.pyc", b"\0before the run")
         self.put(".pytest_cache/v/cache/lastfailed", "{}")
+        self.put("sub/.mypy_cache/x.json", "{}")
 
         def change():
             self.put("pkg/__pycache__/mod.cpython-311.pyc", b"\0forged")
             self.put("pkg/other.pyo", b"\0forged")
+            self.put("pkg/native.cpython-311-x86_64-linux-gnu.so", b"\0forged")
+            self.put("pkg/libx.so.1", b"\0forged")
+            self.put("pkg/fast.so", b"\0forged")
+            os.unlink(os.path.join(self.ws, "pkg", "old.pyc"))
 
         copy = self.build(change)
-        self.assertEqual(sorted(self.tree(copy.root)), ["pkg/mod.py"])
-        self.assertEqual(sorted(copy.purged), ["pkg/mod.pyc", "pkg/other.pyo"])
+        # what the workspace held before the run is trusted; compiled code the run added or
+        # changed is not (its source is all that counts), and a deletion stays a deletion
+        self.assertEqual(self.tree(copy.root), {"pkg/mod.py": "X = 1\n",
+                                                "pkg/mod.pyc": "\0before the run",
+                                                "pkg/fast.so": "\0before the run"})
+        self.assertEqual(copy.compiled, ["pkg/fast.so", "pkg/libx.so.1",
+                                         "pkg/native.cpython-311-x86_64-linux-gnu.so",
+                                         "pkg/other.pyo"])
+        self.assertEqual(copy.applied, ["pkg/old.pyc"])
+        self.assertFalse(rebuild.compiled("pkg/mod.py"))
 
     def test_nothing_is_written_through_a_link_the_run_put_in_place_of_a_directory(self):
         outside = os.path.join(self.base, "outside")
@@ -207,7 +234,11 @@ class RebuildTest(unittest.TestCase):
         # a directory link that was there before the run is kept as a link
         self.assertEqual(os.readlink(os.path.join(copy.root, "shared")),
                          os.path.join(outside, "tree"))
-        self.assertEqual(copy.problems, [])
+        # the link in place of tests/ is an allowed change that cannot be applied without
+        # dropping the original test file: said, so the verdict cannot be VERIFIED
+        self.assertEqual(len(copy.problems), 1, copy.problems)
+        self.assertIn("tests: the run put something else in place of a directory",
+                      copy.problems[0])
 
     def test_a_file_too_large_to_keep_is_taken_only_while_unchanged(self):
         big = b"x" * (MAX_COPY + 1)
@@ -225,30 +256,124 @@ class RebuildTest(unittest.TestCase):
         self.assertIn("data/big.bin is too large to have been kept", copy.problems[0])
         self.assertFalse(os.path.exists(os.path.join(copy.root, "data", "big.bin")))
 
-    def test_dependency_trees_are_linked_from_the_workspace(self):
+    def test_top_level_dependency_trees_and_git_are_linked_from_the_workspace(self):
         self.put(".venv/lib/site/dep.py", "DEP = 1\n")
+        self.put("env/pyvenv.cfg", "home = /usr/bin\n")      # a venv by its pyvenv.cfg
+        self.put("env/lib/mod.py", "M = 1\n")
         self.put("web/node_modules/left-pad/index.js", "module.exports = 1\n")
         self.put("web/app.js", "require('left-pad')\n")
         self.put(".git/HEAD", "ref: refs/heads/main\n")
-        copy = self.build(lambda: None)
-        self.assertEqual(sorted(copy.linked), [".git", ".venv", "web/node_modules"])
+        copy = self.build(lambda: None, git=True)
+        self.assertEqual(self.snap.deps, [".venv", "env"])
+        self.assertEqual(copy.linked, [".venv", "env", ".git"])
         for rel in copy.linked:
             self.assertEqual(os.readlink(os.path.join(copy.root, rel)), os.path.join(self.ws, rel))
+        self.assertEqual(copy.read_only, tuple(os.path.join(self.ws, rel) for rel in copy.linked))
         with open(os.path.join(copy.root, ".venv", "lib", "site", "dep.py")) as handle:
             self.assertEqual(handle.read(), "DEP = 1\n")
+        # below the top, node_modules is project content like any other: copied, not linked
+        nested = os.path.join(copy.root, "web", "node_modules", "left-pad")
+        self.assertFalse(os.path.islink(os.path.dirname(nested)))
+        self.assertEqual(read(os.path.join(nested, "index.js")), "module.exports = 1\n")
+        self.assertIn("web/node_modules/left-pad/index.js", self.snap.entries)
+        self.assertFalse(any(p.startswith((".venv/", "env/", ".git/")) for p in self.snap.entries))
+
+    def test_a_dependency_tree_the_run_replaced_is_not_linked(self):
+        self.put("node_modules/dep/index.js", "module.exports = 1\n")
+        self.put("app.js", "require('dep')\n")
+        outside = os.path.join(self.base, "outside")
+        os.mkdir(outside)
+        snap = Snapshot.take(self.ws, os.path.join(self.base, "run"))
+        self.assertEqual(snap.deps, ["node_modules"])
+        os.rename(os.path.join(self.ws, "node_modules"), os.path.join(outside, "nm"))
+        os.symlink(os.path.join(outside, "nm"), os.path.join(self.ws, "node_modules"))
+        # the manifest tells (the fingerprint never looks inside a dependency tree) ...
+        changed = manifest_changes(snap.manifest, manifest(self.ws, snap.deps))
+        self.assertEqual(list(changed), ["node_modules"])
+        changes = compare(snap.entries, fingerprint(self.ws, deps=snap.deps).entries)
+        self.assertEqual(changes.added, ["node_modules"])
+        # ... the changed tree is protected, and the copy links no tree in its place
+        facts = Facts(test_argv=["node", "--test"], before=set(snap.entries),
+                      trees_changed=changed)
+        held = {p for p, _ in protected_changes(changes, facts)}
+        self.assertEqual(held, {"node_modules"})
+        os.mkdir(os.path.join(self.base, "scratch"))
+        copy = rebuild.from_snapshot(snap, self.ws, os.path.join(self.base, "scratch", "ws"),
+                                     changes, held, snap.deps)
+        self.assertEqual(copy.linked, [])
+        self.assertEqual(copy.problems,
+                         ["node_modules is no longer a real directory in the workspace"])
+        self.assertFalse(os.path.lexists(os.path.join(copy.root, "node_modules")))
+        self.assertEqual(self.tree(copy.root), {"app.js": "require('dep')\n"})
+
+    def test_the_manifest_sees_every_change_inside_a_dependency_tree(self):
+        self.put(".venv/pyvenv.cfg", "home = /usr/bin\n")
+        self.put(".venv/lib/site/dep.py", "DEP = 1\n")
+        self.put(".git/HEAD", "ref: refs/heads/main\n")
+        self.put(".git/refs/heads/main", "0" * 40 + "\n")
+        self.put(".git/objects/ab/cdef", b"\0")
+        snap = Snapshot.take(self.ws, os.path.join(self.base, "run"))
+        self.assertEqual(snap.deps, [".venv"])
+        self.assertIn(".venv/lib/site/dep.py", snap.manifest)
+        self.assertIn(".git/refs/heads/main", snap.manifest)
+
+        def changed() -> dict[str, str]:
+            return manifest_changes(snap.manifest, manifest(self.ws, snap.deps))
+
+        self.assertEqual(changed(), {})
+        self.put(".git/objects/12/3456", b"\0")    # git objects are not what lookups read
+        self.assertEqual(changed(), {})
+        # (the first difference is named: the new entry, or its directory's new times)
+        self.put(".venv/lib/site/planted.pth", "import os\n")
+        self.assertEqual(list(changed()), [".venv"])
+        self.assertIn(changed()[".venv"], ("added .venv/lib/site/planted.pth",
+                                           "changed .venv/lib/site"))
+        os.unlink(os.path.join(self.ws, ".venv", "lib", "site", "planted.pth"))
+        self.assertEqual(list(changed()), [".venv"])
+        snap.manifest = manifest(self.ws, snap.deps)
+        self.assertEqual(changed(), {})
+        os.chmod(os.path.join(self.ws, ".venv", "lib", "site", "dep.py"), 0o600)
+        self.assertEqual(changed(), {".venv": "changed .venv/lib/site/dep.py"})
+        self.put(".git/refs/heads/main", "1" * 40 + "\n")
+        self.assertEqual(changed()[".git"], "changed .git/refs/heads/main")
+        # none of it is a change to the workspace's own files
+        self.assertEqual(compare(snap.entries,
+                                 fingerprint(self.ws, deps=snap.deps).entries).all, [])
+
+    def test_bytecode_inside_a_dependency_tree_is_no_change_but_a_tool_cache_is(self):
+        # snapshot.MANIFEST_SKIP: bytecode is read only from golem's own cache, so a .pyc
+        # written into a tree's __pycache__ is no change; anything else is, a tool cache
+        # in node_modules included (a babel cache holds transformed code)
+        self.put(".venv/pyvenv.cfg", "home = /usr/bin\n")
+        self.put(".venv/lib/site/dep.py", "DEP = 1\n")
+        os.makedirs(os.path.join(self.ws, ".venv", "lib", "site", "__pycache__"))
+        self.put("node_modules/dep/index.js", "module.exports = 1\n")
+        os.makedirs(os.path.join(self.ws, "node_modules", ".cache"))
+        os.utime(os.path.join(self.ws, ".venv/lib/site/__pycache__"),
+                 (1_000_000_000, 1_000_000_000))
+        snap = Snapshot.take(self.ws, os.path.join(self.base, "run"))
+        self.assertEqual(snap.deps, [".venv", "node_modules"])
+        self.put(".venv/lib/site/__pycache__/dep.cpython-311.pyc", b"\0")
+        self.assertEqual(manifest_changes(snap.manifest, manifest(self.ws, snap.deps)), {})
+        self.put("node_modules/.cache/babel/x.json", "{}")
+        self.assertEqual(list(manifest_changes(snap.manifest, manifest(self.ws, snap.deps))),
+                         ["node_modules"])
 
     def test_under_bubblewrap_a_linked_tree_is_readable_but_not_writable(self):
         bwrap_or_skip(self)
         self.put(".venv/lib/dep.py", "DEP = 1\n")
         copy = self.build(lambda: None)
+        self.assertEqual(copy.linked, [".venv"])
         scratch = os.path.join(self.base, "scratch1")
-        wrap, _ = sandbox.wrapper("bwrap", copy.root, scratch,
-                                  read_only=(os.path.join(self.ws, ".venv"),))
+        env = command_env(scratch, scratch)
+        interp = locate(sys.executable, env, self.ws)
+        wrap, _ = sandbox.wrapper("bwrap", copy.root, scratch, env.get("PATH"),
+                                  read_only=copy.read_only, tools=interp.roots)
         probe = ("import errno\nprint(open('.venv/lib/dep.py').read().strip())\n"
                  "try:\n    open('.venv/lib/planted.py', 'w')\n"
                  "except OSError as exc:\n    print(errno.errorcode[exc.errno])\n")
-        done = run([sys.executable, "-c", probe], cwd=copy.root, timeout=60, wrap=wrap,
-                   env=command_env(scratch, scratch))
+        done = run([interp.executable, "-c", probe], cwd=copy.root, timeout=60, wrap=wrap,
+                   env=env)
         self.assertEqual(done.output.split(), ["DEP", "=", "1", "EROFS"], done.output)
         self.assertFalse(os.path.exists(os.path.join(self.ws, ".venv", "lib", "planted.py")))
 
@@ -302,8 +427,25 @@ class FixInCopyTest(GolemCase):
         self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
         self.assertEqual(report["verified_in"], "copy")
         self.assertEqual(report["flaky"], [])
-        self.assertEqual(report["tests"]["after"]["counts"], {"passed": 3})
+        # the new test file is held out of the first pass and runs in a second one
+        self.assertEqual(report["tests"]["after"]["counts"], {"passed": 2})
         self.assertEqual(report["new_tests"], ["tests/test_helpers.py"])
+        self.assertEqual(report["new_test_results"],
+                         {"test_helpers.HelperTest.test_plus": "passed"})
+        self.assertIn("1 new test(s) pass", report["summary"])
+
+    def test_a_new_test_file_that_fails_fails_the_verdict(self):
+        failing_test = HELPER_TEST.replace("plus(-1, -2), -3", "plus(1, 1), 3")
+        repo, code, report = self.run_fix(BUGGY, [
+            FIX_EDIT, ("write_file", {"path": "tests/test_helpers.py", "content": failing_test}),
+            ("write_file", {"path": "calc_helpers.py", "content": HELPER})])
+        self.assertEqual((report["verdict"], code), ("FAILED", 1), report["summary"])
+        # the first pass (the original tests) is green; the new file's own pass is not
+        self.assertTrue(report["tests"]["after"]["passed"])
+        self.assertEqual(report["fixed"], ["test_calc.AddTest.test_add"])
+        self.assertEqual(report["new_test_results"],
+                         {"test_helpers.HelperTest.test_plus": "failed"})
+        self.assertIn("1 new test(s) fail: test_helpers.HelperTest.test_plus", report["summary"])
 
     def test_forged_bytecode_in_the_workspace_is_not_used(self):
         files = {"calc.py": BUGGY_CALC, "tests/test_calc.py": SUBPROCESS_TEST}
@@ -377,7 +519,11 @@ class VerifyInCopyTest(GolemCase):
         code, report = self.verify(repo, base="HEAD~1")
         self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
         self.assertEqual(report["verified_in"], "copy")
-        self.assertEqual(report["tests"]["after"]["counts"], {"passed": 3})
+        # the first pass holds out the new test file; the second runs it
+        self.assertEqual(report["tests"]["after"]["counts"], {"passed": 2})
+        self.assertEqual(report["new_tests"], ["tests/test_helpers.py"])
+        self.assertEqual(report["new_test_results"],
+                         {"test_helpers.HelperTest.test_plus": "passed"})
         self.assertEqual(report["changed_files"], ["calc_helpers.py", "legacy_mode.txt",
                                                    "tests/test_helpers.py"])
 
@@ -390,7 +536,10 @@ class VerifyInCopyTest(GolemCase):
                                   "-sandbox", "bwrap", "-json"])
         report = last_json(out)
         self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"] + err)
-        self.assertEqual(report["tests"]["after"]["counts"], {"passed": 3})
+        # test_git.py is a new test file: it runs (and must pass) in the second pass
+        self.assertEqual(report["tests"]["after"]["counts"], {"passed": 2})
+        self.assertEqual(report["new_test_results"],
+                         {"test_git.GitTest.test_git_is_readable_not_writable": "passed"})
 
     def test_a_git_ignored_virtual_environment_serves_the_baseline_and_the_copy(self):
         repo = make_repo(self.tmp, {"calc.py": VENV_CALC, "tests/test_calc.py": CALC_TESTS,

@@ -11,9 +11,12 @@ import tempfile
 import unittest
 
 from golem.tools.process import command_env
-from golem.workflow.suite import parse_command, run_suite
+from golem.workflow.verifier.scratch import Phase
+from golem.workflow.verifier.snapshot import compare, fingerprint
+from golem.workflow.verifier.suite import parse_command, plan_for, run_suite
 from tests.fixtures import GolemCase, last_json, run_cli, write_files
 from tests.provider_server import chat
+from tests.test_security import bwrap_or_skip
 
 GO = shutil.which("go")
 NODE = shutil.which("node")
@@ -37,24 +40,33 @@ NO_NODE = _node_reporters()
 
 
 class ProjectCase(unittest.TestCase):
-    """A real project in a temporary directory, run the way golem runs a suite."""
+    """A real project in a temporary directory, run the way golem runs a suite: the program
+    pinned by plan_for, golem's helpers (the node reporter) from the phase's read-only
+    directory, and the result file in the run's own scratch."""
 
     def setUp(self):
         tmp = tempfile.TemporaryDirectory(prefix="golem-runner-")
         self.addCleanup(tmp.cleanup)
         self.base = os.path.realpath(tmp.name)
         self.root = os.path.join(self.base, "project")
-        self.scratch = os.path.join(self.base, "scratch")
-        os.makedirs(self.scratch)
         home = os.path.join(self.base, "home")
         os.mkdir(home)
         self.env = command_env(home, home, {"GOCACHE": os.path.join(self.base, "gocache")})
 
     def run_suite(self, argv: list[str]):
         command = parse_command(" ".join(argv))
-        result = run_suite(command, cwd=self.root, env=self.env, scratch=self.scratch,
-                           timeout=300)
-        self.assertEqual([n for n in os.listdir(self.scratch)], [], "leftovers in scratch")
+        plan = plan_for(command, self.env, self.root)
+        self.assertTrue(os.path.isabs(plan.program), plan.program)
+        before = fingerprint(self.root).entries
+        with Phase("test") as phase:
+            run = phase.run()
+            helpers = phase.helpers()
+            result = run_suite(plan, cwd=self.root, env=self.env, run=run, helpers=helpers,
+                               timeout=300)
+            self.assertEqual(os.stat(helpers).st_mode & 0o777, 0o555)
+        self.assertFalse(os.path.exists(phase.root), "the phase's scratch stays behind")
+        # the result file golem reads is written to the run's scratch, never the project
+        self.assertEqual(compare(before, fingerprint(self.root).entries).all, [])
         return result
 
 
@@ -160,13 +172,14 @@ class JestProjectTest(ProjectCase):
 
 
 class FixProjectCase(GolemCase):
-    def fix_project(self, files: dict[str, str], test: str, edit: tuple) -> dict:
+    def fix_project(self, files: dict[str, str], test: str, edit: tuple,
+                    sandbox: str = "none") -> dict:
         root = os.path.join(self.tmp, "project")
         write_files(root, files)
         server = self.serve([chat(tool_calls=[edit]), chat("fixed")])
         os.environ["GOCACHE"] = os.path.join(self.tmp, "gocache")
         code, out, err = run_cli(["fix", "-dir", root, "-test", test, "-provider", "openai",
-                                  "-base-url", server.url, "-sandbox", "none", "-json"])
+                                  "-base-url", server.url, "-sandbox", sandbox, "-json"])
         report = last_json(out)
         self.assertEqual(code, 0, report["summary"] + err)
         return report
@@ -185,21 +198,31 @@ class GoFixTest(FixProjectCase):
         self.assertEqual(report["tests"]["after"]["counts"], {"passed": 4})
 
 
+NODE_FIX_PROJECT = {
+    "calc.js": "exports.add = (a, b) => a - b;\n",
+    "test/calc.test.js": "const test = require('node:test');\n"
+                         "const assert = require('node:assert');\n"
+                         "const { add } = require('../calc');\n"
+                         "test('adds', () => { assert.strictEqual(add(2, 3), 5); });\n"
+                         "test('zero', () => { assert.strictEqual(add(0, 0), 0); });\n"}
+NODE_FIX_EDIT = ("edit_file", {"path": "calc.js", "old_string": "a - b", "new_string": "a + b"})
+
+
 @unittest.skipIf(NO_NODE, NO_NODE)
 class NodeFixTest(FixProjectCase):
     def test_a_node_fix_is_verified_test_by_test_in_the_copy(self):
-        report = self.fix_project({
-            "calc.js": "exports.add = (a, b) => a - b;\n",
-            "test/calc.test.js": "const test = require('node:test');\n"
-                                 "const assert = require('node:assert');\n"
-                                 "const { add } = require('../calc');\n"
-                                 "test('adds', () => { assert.strictEqual(add(2, 3), 5); });\n"
-                                 "test('zero', () => { assert.strictEqual(add(0, 0), 0); });\n"},
-            "node --test", ("edit_file", {"path": "calc.js", "old_string": "a - b",
-                                          "new_string": "a + b"}))
+        report = self.fix_project(NODE_FIX_PROJECT, "node --test", NODE_FIX_EDIT)
         self.assertEqual(report["verdict"], "VERIFIED")
         self.assertEqual(report["evidence"], "node-json")
         self.assertEqual(report["fixed"], ["test/calc.test.js > adds"])
+
+    def test_under_bubblewrap_the_reporter_comes_from_the_read_only_helpers(self):
+        bwrap_or_skip(self)
+        report = self.fix_project(NODE_FIX_PROJECT, "node --test", NODE_FIX_EDIT,
+                                  sandbox="bwrap")
+        self.assertEqual(report["verdict"], "VERIFIED", report["summary"])
+        self.assertEqual(report["fixed"], ["test/calc.test.js > adds"])
+        self.assertEqual(report["tests"]["after"]["counts"], {"passed": 2})
 
 
 if __name__ == "__main__":

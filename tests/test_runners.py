@@ -1,5 +1,6 @@
-"""Per-test evidence from `go test`, `node --test` and jest: runner detection, arguments, and
-the parsers against recorded output. Real projects are in tests/test_runner_projects.py."""
+"""Per-test evidence from `go test`, `node --test` and jest (golem/workflow/verifier/runners.py):
+runner detection, arguments, and the parsers against recorded output. Real projects are in
+tests/test_runner_projects.py."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import json
 import tempfile
 import unittest
 
-from golem.workflow import runners
-from golem.workflow.suite import detect, parse_command
+from golem.workflow.verifier import runners
+from golem.workflow.verifier.suite import detect, parse_command
 from tests.fixtures import write_files
 
 

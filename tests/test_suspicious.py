@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import os
 import tempfile
@@ -9,9 +10,9 @@ import unittest
 
 from golem.trace import render
 from golem.workflow import github
-from golem.workflow.snapshot import Changes
-from golem.workflow.suspicious import failing_test_files, scan, scan_changes
-from golem.workflow.verdict import Verdict, advise
+from golem.workflow.verifier.scan import (changed_lines, failing_by_file, failing_functions,
+                                         scan, scan_changes)
+from golem.workflow.verifier.grade import Verdict, advise
 
 OLD = b"def add(a, b):\n    return a - b\n"
 TESTS = """\
@@ -103,8 +104,50 @@ class ScanTest(unittest.TestCase):
 
     def test_skipped_files(self):
         self.assertEqual(scan({}, {"notes.txt": b"import sys\nsys.exit(0)\n"}, TESTS), [])
-        self.assertEqual(scan({}, {"broken.py": b"def (:\n  sys.exit(0)\n"}, TESTS), [])
         self.assertEqual(scan({"gone.py": OLD}, {"gone.py": None}, TESTS), [])
+
+    def test_a_file_golem_cannot_scan_is_itself_a_finding(self):
+        # the scan fails closed: what it cannot read could hide anything
+        deep = b"x = " + b"a." * 20_000 + b"b\n"
+        cases = {"broken.py": (b"def (:\n  sys.exit(0)\n", "does not parse"),
+                 "latin.py": (b"s = '\xe9'\n", "does not parse"),
+                 "deep.py": (deep, "nested too deeply"),
+                 "big.py": (b"x = 1\n" * 400_000, "larger than 2 MB")}
+        for path, (data, why) in cases.items():
+            with self.subTest(path=path):
+                [found] = scan({}, {path: data}, TESTS)
+                self.assertEqual((found["path"], found["line"], found["kind"]),
+                                 (path, 1, "unscannable"))
+                self.assertIn(why, found["detail"])
+        # the old version being broken is no reason to stay quiet about the new one
+        self.assertEqual(kinds(b"import sys\nsys.exit(0)\n", old=b"def (:\n"), [(2, "exit")])
+
+    def test_syntax_newer_than_the_test_interpreter_is_unscannable(self):
+        # `match` arrived in 3.10: for tests that run on 3.8, golem parses with 3.8's grammar
+        new = b"def add(a, b):\n    match a:\n        case _:\n            return a + b\n"
+        self.assertEqual(kinds(new), [])
+        [found] = scan({"calc.py": OLD}, {"calc.py": new}, TESTS, version=(3, 8, 10))
+        self.assertEqual(found["kind"], "unscannable")
+        self.assertIn("does not parse", found["detail"])
+
+    def test_patching_a_module_reached_by_a_computed_name(self):
+        new = (b"import importlib, sys\nname = 'unit' + 'test'\n"
+               b"mod = importlib.import_module(name)\nmod.TestCase.run = None\n"
+               b"setattr(sys.modules[name], 'main', None)\n")
+        self.assertEqual(kinds(new), [(4, "runner-patch"), (5, "runner-patch")])
+
+    def test_reaching_for_golems_evidence_is_test_detection(self):
+        new = b"import os\n\ndef add(a, b):\n    os.environ.pop('GOLEM_EVIDENCE_FD', None)\n" \
+              b"    return a + b\n"
+        self.assertEqual(kinds(new), [(4, "test-detection")])
+
+    def test_a_small_change_in_a_large_file_costs_a_small_diff(self):
+        old = [b"x%d = %d\n" % (i, i) for i in range(50_000)]
+        new = list(old)
+        new[25_000] = b"x25000 = -1\n"
+        new.insert(40_000, b"extra = 2\n")
+        self.assertEqual(changed_lines(old, new), ({25_001, 40_001}, {25_001}))
+        self.assertEqual(changed_lines(None, new[:3]), ({1, 2, 3}, set()))
 
     def test_new_test_files_are_scanned_for_patching_and_exits_only(self):
         new = (b"import unittest, inspect, sys\nunittest.TestCase.maxDiff = None\n"
@@ -114,37 +157,94 @@ class ScanTest(unittest.TestCase):
                          [(4, "runner-patch"), (5, "exit")])
 
 
-class FailingTestFilesTest(unittest.TestCase):
-    def test_ids_choose_files(self):
-        paths = ["tests/test_calc.py", "tests/test_other.py", "tests/helpers.py"]
-        self.assertEqual(failing_test_files(["test_calc.AddTest.test_add"], paths),
-                         ["tests/test_calc.py"])
-        self.assertEqual(failing_test_files(["tests.test_other::test_x"], paths),
-                         ["tests/test_other.py"])
-        self.assertEqual(failing_test_files(["unittest.loader._FailedTest.test_calc"], paths),
-                         ["tests/test_calc.py"])
-        self.assertEqual(failing_test_files([], paths), paths)
+class FailingByFileTest(unittest.TestCase):
+    """The literals come from the failing tests' own functions, found by the file the
+    baseline collected each test from (SuiteResult.files), not by guessing from the id."""
+
+    def test_failing_tests_grouped_by_file(self):
+        files = {"test_calc.AddTest.test_add": "tests/test_calc.py",
+                 "test_calc.AddTest.test_zero": "tests/test_calc.py",
+                 "tests/test_other.py::test_x[1-2]": "tests/test_other.py",
+                 "tests/test_other.py::TestK::test_y": "tests/test_other.py",
+                 "test_broken": "tests/test_broken.py",
+                 "web/a.test.js > adds": "web/a.test.js"}
+        failing = ["test_calc.AddTest.test_add", "tests/test_other.py::test_x[1-2]",
+                   "tests/test_other.py::TestK::test_y", "test_broken",
+                   "web/a.test.js > adds", "no.file.for.this"]
+        self.assertEqual(failing_by_file(files, failing, {"test_broken"}), {
+            "tests/test_calc.py": {"test_add"},
+            "tests/test_other.py": {"test_x", "test_y"},
+            "tests/test_broken.py": None})
+        # a file that failed whole stays whole, whichever id comes first
+        files["test_broken.T.test_a"] = "tests/test_broken.py"
+        self.assertEqual(failing_by_file(files, ["test_broken", "test_broken.T.test_a"],
+                                         {"test_broken"}), {"tests/test_broken.py": None})
+        self.assertEqual(failing_by_file(files, ["test_broken.T.test_a", "test_broken"],
+                                         {"test_broken"}), {"tests/test_broken.py": None})
+
+    def test_failing_functions(self):
+        source = TESTS.encode()
+        [node] = failing_functions(source, {"test_add"})
+        self.assertEqual(node.name, "test_add")
+        self.assertEqual(len(failing_functions(source, {"test_add", "test_greet"})), 2)
+        # the whole module when the names are unknown or not found there
+        for names in (None, set(), {"test_elsewhere"}):
+            [module] = failing_functions(source, names)
+            self.assertIsInstance(module, ast.Module)
+        self.assertEqual(failing_functions(b"def (:\n", {"test_add"}), [])
 
 
 class ScanChangesTest(unittest.TestCase):
-    def test_reads_the_workspace_and_leaves_out_protected_and_edited_tests(self):
-        with tempfile.TemporaryDirectory() as root:
-            files = {"calc.py": b"class A:\n    def __eq__(self, o):\n        return True\n",
-                     "conftest.py": b"import sys\nsys.exit(0)\n",
-                     "tests/test_calc.py": b"import sys\nsys.exit(0)\n",
-                     "tests/test_new.py": b"import os\nos._exit(0)\n"}
-            for rel, data in files.items():
-                os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
-                with open(os.path.join(root, rel), "wb") as handle:
-                    handle.write(data)
-            originals = {"calc.py": OLD, "tests/test_calc.py": TESTS.encode()}
-            changes = Changes(["conftest.py", "tests/test_new.py"],
-                              ["calc.py", "tests/test_calc.py"], [])
-            protected = [("conftest.py", "conftest"), ("tests/test_calc.py", "edited")]
-            found = scan_changes(root, changes, protected, originals.get, list(originals),
-                                 ["test_calc.T.test_add"])
-        self.assertEqual([(f["path"], f["kind"]) for f in found],
-                         [("calc.py", "always-equal"), ("tests/test_new.py", "exit")])
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.root = tmp.name
+
+    def put(self, files: dict[str, bytes]) -> None:
+        for rel, data in files.items():
+            os.makedirs(os.path.dirname(os.path.join(self.root, rel)), exist_ok=True)
+            with open(os.path.join(self.root, rel), "wb") as handle:
+                handle.write(data)
+
+    def test_reads_the_workspace_and_scans_new_tests_for_exits_only(self):
+        self.put({"calc.py": b"class A:\n    def __eq__(self, o):\n        return True\n",
+                  "conftest.py": b"import sys\nsys.exit(0)\n",
+                  "notes.txt": b"sys.exit(0)\n",
+                  "tests/test_new.py": b"import os\nimport pytest\nos._exit(0)\n"})
+        originals = {"calc.py": OLD, "tests/test_calc.py": TESTS.encode()}
+        # the caller (grade) passes only the allowed changes: conftest.py is not among them
+        found = scan_changes(self.root, ["calc.py", "notes.txt", "tests/test_new.py"],
+                             ["tests/test_new.py"], originals.get,
+                             {"tests/test_calc.py": {"test_add"}})
+        self.assertEqual([(f["path"], f["line"], f["kind"]) for f in found],
+                         [("calc.py", 2, "always-equal"), ("tests/test_new.py", 3, "exit")])
+
+    def test_literals_come_from_the_failing_functions_only(self):
+        greet = b"def greet(name):\n    if name == 'Bob':\n        return 'Hello, Bob!'\n" \
+                b"    return name\n"
+        self.put({"calc.py": greet})
+        originals = {"calc.py": b"def greet(name):\n    return name\n",
+                     "tests/test_calc.py": TESTS.encode()}
+
+        def scanned(failing):
+            return [(f["line"], f["kind"]) for f in scan_changes(
+                self.root, ["calc.py"], [], originals.get, failing)]
+
+        self.assertEqual(scanned({"tests/test_calc.py": {"test_greet"}}),
+                         [(2, "test-literal"), (3, "test-literal")])
+        # test_greet passed before: its literals are the tests' business, not a copy
+        self.assertEqual(scanned({"tests/test_calc.py": {"test_add"}}), [])
+        # the whole file failed (an import error): every assertion counts
+        self.assertEqual(scanned({"tests/test_calc.py": None}),
+                         [(2, "test-literal"), (3, "test-literal")])
+
+    def test_a_link_in_the_workspace_is_not_followed(self):
+        outside = os.path.join(self.root, "..", os.path.basename(self.root) + "-outside.py")
+        with open(outside, "wb") as handle:
+            handle.write(b"import sys\nsys.exit(0)\n")
+        self.addCleanup(os.unlink, outside)
+        os.symlink(outside, os.path.join(self.root, "calc.py"))
+        self.assertEqual(scan_changes(self.root, ["calc.py"], [], {"calc.py": OLD}.get, {}), [])
 
 
 class ReportTest(unittest.TestCase):

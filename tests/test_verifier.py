@@ -1,6 +1,8 @@
+import importlib.machinery
 import json
 import os
 import py_compile
+import shlex
 import shutil
 import subprocess
 import sys
@@ -11,21 +13,31 @@ from importlib.util import cache_from_source
 
 from golem.errors import UsageError
 from golem.tools.process import command_env
+from golem.trace import Trace
 from golem.workflow import runs
-from golem.workflow.patch import make_patch
-from golem.workflow.protect import new_tests, protected_changes, reason
-from golem.workflow.snapshot import Changes, Snapshot, compare, fingerprint
-from golem.workflow.suite import SuiteResult, TestCommand, detect, parse_command, run_suite
-from golem.workflow.verdict import judge
+from golem.workflow.patch import diffstat, file_diffs, make_patch
+from golem.workflow.verifier import Environment, run_baseline
+from golem.workflow.verifier.grade import judge, judge_new_tests, tampered
+from golem.workflow.verifier.interpreter import locate, probe
+from golem.workflow.verifier.protect import (Facts, import_roots, new_tests, protected_changes,
+                                             reason)
+from golem.workflow.verifier.scratch import HELPERS, Phase
+from golem.workflow.verifier.snapshot import (MAX_COPY, Changes, Snapshot, compare,
+                                              dependency_trees, fingerprint)
+from golem.workflow.verifier.suite import (SuiteResult, TestCommand, detect, parse_command,
+                                           plan_for, run_suite)
 
 PY = sys.executable
 UNITTEST = ["python3", "-m", "unittest", "discover", "-s", "tests"]
+UNITTEST_FACTS = Facts(test_argv=["python3", "-m", "unittest"])
 
 try:
     import pytest  # noqa: F401
     HAVE_PYTEST = True
 except ImportError:
     HAVE_PYTEST = False
+NO_PYTEST = ("pytest is not installed for this Python (`import pytest` failed); golem's pytest "
+             "plugin cannot be exercised")
 
 
 class TempCase(unittest.TestCase):
@@ -70,6 +82,17 @@ class DetectTest(TempCase):
         self.assertEqual(self.detect("tests/").runner, "unittest")
         self.put("pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-q'\n")
         self.assertEqual(detect(self.root).runner, "pytest")
+
+    def test_test_files_written_for_pytest(self):
+        self.put("tests/test_a.py", "import unittest\n\nclass A(unittest.TestCase):\n    pass\n")
+        self.assertEqual(detect(self.root).runner, "unittest")
+        self.put("tests/sub/test_b.py", "def test_b():\n    assert True\n")
+        command = detect(self.root)
+        self.assertEqual((command.argv, command.runner), (["python3", "-m", "pytest"], "pytest"))
+        self.assertIn("tests/sub/test_b.py has module-level test functions", command.origin)
+        os.unlink(os.path.join(self.root, "tests", "sub", "test_b.py"))
+        self.put("tests/test_c.py", "import pytest\n")
+        self.assertIn("tests/test_c.py imports pytest", detect(self.root).origin)
 
     def test_tests_directory(self):
         command = self.detect("tests/")
@@ -116,6 +139,7 @@ class DetectTest(TempCase):
         self.assertEqual(command.argv, ["python3", "-m", "pytest", "-k", "not slow"])
         self.assertEqual(command.runner, "pytest")
         self.assertEqual(parse_command("python3.11 -m unittest").runner, "unittest")
+        self.assertEqual(parse_command("pytest -q").runner, "pytest")
         self.assertEqual(parse_command("python3 check.py").runner, "exit-code")
         for bad in ("", "   ", "python3 'unterminated"):
             with self.assertRaises(UsageError):
@@ -159,23 +183,90 @@ GREEN = """\
 
 
 class SuiteCase(TempCase):
+    """Runs the suite the way golem does: a Plan from plan_for (the interpreter pinned), a
+    phase with golem's read-only helpers, and a fresh run scratch for every run."""
+
     def setUp(self):
         super().setUp()
-        self.scratch = os.path.join(self.base, "scratch")
         home = os.path.join(self.base, "home")
-        os.mkdir(self.scratch)
         os.mkdir(home)
         self.env = command_env(home, home)
+        self.phase = Phase("test")
+        self.addCleanup(self.phase.close)
 
-    def suite(self, argv: list[str], runner: str | None = None) -> SuiteResult:
+    def listing(self) -> set[str]:
+        found = set()
+        for top, dirs, files in os.walk(self.root):
+            found.update(os.path.relpath(os.path.join(top, n), self.root) for n in dirs + files)
+        return found
+
+    def suite(self, argv: list[str], runner: str | None = None,
+              only: str | None = None) -> SuiteResult:
         if runner is None:
-            runner = parse_command(" ".join(argv)).runner
-        result = run_suite(TestCommand(argv, runner, "-test"), cwd=self.root, env=self.env,
-                           scratch=self.scratch, timeout=60)
-        # the result file golem reads never stays behind
-        leftovers = [n for n in os.listdir(self.scratch) if n != "golem_unittest_driver.py"]
-        self.assertEqual(leftovers, [])
+            runner = parse_command(shlex.join(argv)).runner
+        plan = plan_for(TestCommand(argv, runner, "-test"), self.env, self.root)
+        before = self.listing()
+        result = run_suite(plan, cwd=self.root, env=self.env, run=self.phase.run(),
+                           helpers=self.phase.helpers(), timeout=120, only=only)
+        # nothing of golem's lands in the workspace: no result file, no bytecode, no runner
+        # cache (a plugin of this machine's pytest may write its own, e.g. `.benchmarks`)
+        new = sorted(self.listing() - before)
+        self.assertEqual([p for p in new if os.path.basename(p).startswith("result-") or
+                          p.endswith((".pyc", ".xml", ".json")) or
+                          {"__pycache__", ".pytest_cache"} & set(p.split(os.sep))], [])
         return result
+
+
+class HelpersTest(SuiteCase):
+    """golem's code that runs inside the test process comes from a read-only directory of
+    the phase, outside the workspace, started with the interpreter pinned and isolated."""
+
+    def test_the_helpers_directory(self):
+        phase = Phase("helpers")
+        helpers = phase.helpers()
+        self.assertEqual(phase.helpers(), helpers)
+        self.assertTrue(helpers.startswith(phase.root + os.sep))
+        self.assertEqual(sorted(os.listdir(helpers)), sorted(HELPERS))
+        self.assertEqual(os.stat(helpers).st_mode & 0o777, 0o555)
+        for name in HELPERS:
+            self.assertEqual(os.stat(os.path.join(helpers, name)).st_mode & 0o777, 0o444, name)
+        phase.close()
+        self.assertFalse(os.path.exists(phase.root))
+
+    def test_the_plan_pins_the_interpreter_and_runs_it_isolated(self):
+        plan = plan_for(TestCommand(UNITTEST, "unittest", "-test"), self.env, self.root)
+        self.assertTrue(os.path.isabs(plan.program))
+        self.assertEqual(plan.program, plan.interpreter.executable)
+        self.assertEqual(plan.interpreter.version, tuple(sys.version_info[:3]))
+        run = self.phase.run()
+        helpers = self.phase.helpers()
+        argv = plan.argv(self.root, run, helpers)
+        self.assertEqual(argv, [plan.program, "-I", "-B", "-X", f"pycache_prefix={run.pycache}",
+                                os.path.join(helpers, "unittest_driver.py"), "discover", "-s",
+                                "tests"])
+        # only a baseline writes golem's bytecode cache
+        self.assertNotIn("-B", plan.argv(self.root, run, helpers, write_cache=True))
+        with self.assertRaises(UsageError) as cm:
+            plan_for(TestCommand(["no-such-python3"], "exit-code", "-test"), self.env, self.root)
+        self.assertIn("not on PATH", str(cm.exception))
+
+    def test_runs_do_not_share_a_scratch(self):
+        first, second = self.phase.run(), self.phase.run()
+        self.assertEqual(len({first.root, second.root}), 2)
+        env = first.env(self.env)
+        self.assertEqual((env["HOME"], env["TMPDIR"], env["PYTHONPYCACHEPREFIX"]),
+                         (first.home, first.tmp, first.pycache))
+        for path in (first.home, first.tmp, first.pycache):
+            self.assertTrue(os.path.isdir(path))
+
+    def test_a_workspace_module_cannot_stand_in_for_the_runner(self):
+        # the driver imports unittest before the working directory is on sys.path
+        self.put("unittest.py", "raise SystemExit('the workspace unittest.py was imported')\n")
+        self.put("golem_evidence.py", "raise SystemExit('the workspace evidence was imported')\n")
+        self.put("tests/test_green.py", GREEN)
+        result = self.suite([PY, "-m", "unittest", "discover", "-s", "tests"])
+        self.assertTrue(result.passed, result.output)
+        self.assertEqual(result.tests, {"test_green.Green.test_one": "passed"})
 
 
 class UnittestSuiteTest(SuiteCase):
@@ -196,6 +287,8 @@ class UnittestSuiteTest(SuiteCase):
         self.assertEqual(result.failing, ["test_mixed.Mixed.test_error",
                                           "test_mixed.Mixed.test_fail",
                                           "test_mixed.Mixed.test_subtests"])
+        self.assertEqual(set(result.files.values()), {"tests/test_mixed.py"})
+        self.assertEqual(set(result.files), set(result.tests))
         self.assertEqual(result.exit_code, 1)
         self.assertIsNone(result.problem)
         self.assertFalse(result.passed)
@@ -218,9 +311,11 @@ class UnittestSuiteTest(SuiteCase):
         self.assertTrue(result.passed, result.output)
         self.assertEqual(result.tests, {"tests.test_calc.Calc.test_add": "passed",
                                         "tests.test_green.Green.test_one": "passed"})
+        self.assertEqual(result.files, {"tests.test_calc.Calc.test_add": "tests/test_calc.py",
+                                        "tests.test_green.Green.test_one": "tests/test_green.py"})
         self.assertEqual(result.to_json()["counts"], {"passed": 2})
 
-    def test_import_error_is_pseudo(self):
+    def test_import_error_is_pseudo_and_names_its_file(self):
         self.put("tests/test_green.py", GREEN)
         self.put("tests/test_broken.py", "import no_such_module_anywhere\n")
         result = self.suite(self.argv)
@@ -229,14 +324,36 @@ class UnittestSuiteTest(SuiteCase):
         self.assertIn("test_broken", pseudo)
         self.assertEqual(result.tests[pseudo], "error")
         self.assertIn(pseudo, result.failing)
+        self.assertEqual(result.files[pseudo], "tests/test_broken.py")
         self.assertEqual(result.tests["test_green.Green.test_one"], "passed")
+
+    def test_code_origins_name_every_file_a_test_runs_code_from(self):
+        self.put("checks.py", "class Checks:\n    def check(self):\n        pass\n")
+        self.put("tests/test_mixin.py", """\
+            import unittest
+            from checks import Checks
+
+            class T(Checks, unittest.TestCase):
+                def test_own(self):
+                    self.check()
+            """)
+        result = self.suite(self.argv)
+        self.assertEqual(result.tests, {"test_mixin.T.test_own": "passed"})
+        self.assertEqual(sorted(result.origins["test_mixin.T.test_own"]),
+                         ["checks.py", "tests/test_mixin.py"])
+
+    def test_only_runs_one_test(self):
+        self.put("tests/test_mixed.py", MIXED)
+        result = self.suite(self.argv, only="test_mixed.Mixed.test_fail")
+        self.assertEqual(result.tests, {"test_mixed.Mixed.test_fail": "failed"})
+        self.assertIsNone(result.problem)
 
     def test_exit_at_import_leaves_no_result(self):
         self.put("tests/test_green.py", GREEN)
         self.put("tests/test_exit.py", "import os\nos._exit(0)\n")
         result = self.suite(self.argv)
         self.assertEqual(result.exit_code, 0)
-        self.assertIn("missing", result.problem)
+        self.assertIn("did not finish", result.problem)
         self.assertFalse(result.passed)
         self.assertEqual(result.tests, {})
 
@@ -255,7 +372,9 @@ class UnittestSuiteTest(SuiteCase):
             """)
         result = self.suite(self.argv)
         self.assertEqual(result.exit_code, 0)
-        self.assertIsNotNone(result.problem)
+        self.assertIn("did not finish", result.problem)
+        # what was recorded before the exit stays recorded
+        self.assertEqual(result.tests, {"test_exit.Quit.test_fails": "failed"})
         self.assertFalse(result.passed)
 
     FORGE_AT_EXIT = textwrap.dedent("""\
@@ -270,7 +389,7 @@ class UnittestSuiteTest(SuiteCase):
         """)
 
     def test_forged_ok_and_exit_zero_at_exit_never_runs(self):
-        # the driver leaves with os._exit once the result is written: no atexit hook runs
+        # the driver leaves with os._exit after its last record: no atexit hook runs
         self.put("tests/test_forge.py", self.FORGE_AT_EXIT + textwrap.dedent("""\
             import unittest
 
@@ -284,6 +403,22 @@ class UnittestSuiteTest(SuiteCase):
         self.assertEqual(result.failing, ["test_forge.Forged.test_fails"])
         self.assertIsNone(result.problem)
         self.assertFalse(result.passed)
+
+    def test_printed_records_are_not_evidence(self):
+        # the records travel over a pipe of their own; stdout is only output
+        self.put("tests/test_forge.py", """\
+            import unittest
+
+            class Forged(unittest.TestCase):
+                def test_fails(self):
+                    print('{"e": "test", "id": "test_forge.Forged.test_fails", '
+                          '"outcome": "passed"}')
+                    print('{"e": "end", "ok": true, "exit": 0}')
+                    self.assertEqual(1, 2)
+            """)
+        result = self.suite(self.argv)
+        self.assertEqual(result.tests, {"test_forge.Forged.test_fails": "failed"})
+        self.assertIsNone(result.problem)
 
     def test_replaced_unittest_machinery_is_a_failing_pseudo_test(self):
         self.put("tests/test_forge.py", """\
@@ -301,11 +436,30 @@ class UnittestSuiteTest(SuiteCase):
                     self.assertEqual(1, 2)
             """)
         result = self.suite(self.argv)
-        pseudo = "golem: the code under test replaced unittest.TestCase.run"
+        pseudo = "golem: the code under test replaced unittest.case.TestCase.run"
         self.assertEqual(result.tests, {"test_forge.Forged.test_fails": "passed",
                                         pseudo: "error"})
         self.assertEqual(result.pseudo, {pseudo})
         self.assertEqual(result.exit_code, 1)
+        self.assertFalse(result.passed)
+
+    def test_a_test_rebound_in_its_module_is_a_failing_pseudo_test(self):
+        self.put("tests/test_forge.py", """\
+            import sys
+            import unittest
+
+            class Forged(unittest.TestCase):
+                def test_fails(self):
+                    self.assertEqual(1, 2)
+
+                def test_a_rebind(self):
+                    Forged.test_fails = lambda self: None
+            """)
+        result = self.suite(self.argv)
+        self.assertEqual(result.tests["test_forge.Forged.test_fails"], "passed")
+        [pseudo] = result.pseudo
+        self.assertTrue(pseudo.startswith("golem: the code under test replaced "), pseudo)
+        self.assertIn("test_forge.Forged.test_fails", pseudo)
         self.assertFalse(result.passed)
 
     def test_no_tests_is_not_green(self):
@@ -338,12 +492,11 @@ class ExitCodeSuiteTest(SuiteCase):
         self.assertFalse(result.passed)
 
 
-@unittest.skipUnless(HAVE_PYTEST, "pytest is not installed for this Python (`import pytest` "
-                     "failed); the junit-xml evidence path cannot be exercised")
+@unittest.skipUnless(HAVE_PYTEST, NO_PYTEST)
 class PytestSuiteTest(SuiteCase):
     argv = [PY, "-m", "pytest", "-q"]
 
-    def test_per_test_outcomes_from_junit(self):
+    def test_per_test_outcomes_from_the_record_stream(self):
         self.put("tests/test_p.py", """\
             import pytest
 
@@ -367,110 +520,295 @@ class PytestSuiteTest(SuiteCase):
 
             def test_error(broken):
                 pass
+
+            @pytest.mark.parametrize("n", [1, 2])
+            def test_param(n):
+                assert n == 1
             """)
         result = self.suite(self.argv)
-        self.assertEqual(result.evidence, "junit-xml")
+        self.assertEqual(result.evidence, "pytest-json")
         self.assertEqual(result.tests, {
-            "tests.test_p::test_pass": "passed",
-            "tests.test_p::test_fail": "failed",
-            "tests.test_p::test_skip": "skipped",
-            "tests.test_p::test_xfail": "xfail",
-            "tests.test_p::test_error": "error",
+            "tests/test_p.py::test_pass": "passed",
+            "tests/test_p.py::test_fail": "failed",
+            "tests/test_p.py::test_skip": "skipped",
+            "tests/test_p.py::test_xfail": "xfail",
+            "tests/test_p.py::test_error": "error",
+            "tests/test_p.py::test_param[1]": "passed",
+            "tests/test_p.py::test_param[2]": "failed",
         })
+        self.assertEqual(set(result.files.values()), {"tests/test_p.py"})
         self.assertEqual(result.pseudo, set())
         self.assertIsNone(result.problem)
         self.assertFalse(result.passed)
-        self.assertFalse(os.path.exists(os.path.join(self.root, ".pytest_cache")))
+        self.assertEqual(result.config, {"rootdir": self.root, "inifile": None,
+                                         "confcutdir": self.root})
 
     def test_collection_error_is_pseudo(self):
         self.put("tests/test_bad.py", "import no_such_module_anywhere\n")
         result = self.suite(self.argv)
-        self.assertEqual(result.pseudo, {"tests.test_bad"})
-        self.assertEqual(result.tests, {"tests.test_bad": "error"})
+        self.assertEqual(result.pseudo, {"tests/test_bad.py"})
+        self.assertEqual(result.tests, {"tests/test_bad.py": "error"})
+        self.assertEqual(result.files, {"tests/test_bad.py": "tests/test_bad.py"})
         self.assertFalse(result.passed)
 
     def test_green(self):
         self.put("test_ok.py", "def test_ok():\n    assert True\n")
         result = self.suite(self.argv)
         self.assertTrue(result.passed, result.output)
-        self.assertEqual(result.tests, {"test_ok::test_ok": "passed"})
+        self.assertEqual(result.tests, {"test_ok.py::test_ok": "passed"})
 
-    def test_forged_exit_zero_with_failures(self):
+    def test_the_configuration_file_is_reported_and_pinned(self):
+        self.put("setup.cfg", "[tool:pytest]\ntestpaths = checks\n")
+        self.put("checks/test_c.py", "def test_c():\n    assert True\n")
+        self.put("other/test_o.py", "def test_o():\n    assert False\n")
+        result = self.suite(self.argv)
+        self.assertEqual(result.tests, {"checks/test_c.py::test_c": "passed"})
+        self.assertEqual(result.config["inifile"], os.path.join(self.root, "setup.cfg"))
+
+    def test_only_runs_one_node_id(self):
+        self.put("tests/test_k.py", "class TestK:\n    def test_a(self):\n        assert False\n"
+                                    "    def test_b(self):\n        assert True\n")
+        result = self.suite(self.argv + ["tests"], only="tests/test_k.py::TestK::test_b")
+        self.assertEqual(result.tests, {"tests/test_k.py::TestK::test_b": "passed"})
+
+    def test_forged_exit_zero_at_exit_never_runs(self):
+        # streamed evidence, and the launcher leaves with os._exit after the last record:
+        # the atexit hook cannot turn the run green (it once made JUnit XML and exit code
+        # disagree; now it does not run at all)
         self.put("test_forge.py", UnittestSuiteTest.FORGE_AT_EXIT
                  + "\ndef test_fails():\n    assert 1 == 2\n")
         result = self.suite(self.argv)
-        self.assertEqual(result.exit_code, 0)
-        self.assertTrue(result.output.rstrip().endswith("OK"))
-        self.assertEqual(result.failing, ["test_forge::test_fails"])
-        self.assertIn("disagrees", result.problem)
+        self.assertEqual(result.exit_code, 1)
+        self.assertFalse(result.output.rstrip().endswith("OK"))
+        self.assertEqual(result.failing, ["test_forge.py::test_fails"])
+        self.assertIsNone(result.problem)
         self.assertFalse(result.passed)
+
+    def test_replaced_pytest_machinery_during_a_test_is_a_failing_pseudo_test(self):
+        self.put("tests/test_p.py", """\
+            import _pytest.reports
+
+            def test_a_patch():
+                _pytest.reports.BaseReport.failed = property(lambda self: False)
+
+            def test_fail():
+                assert 1 == 2
+            """)
+        result = self.suite(self.argv)
+        pseudo = "golem: the code under test replaced _pytest.reports.BaseReport.failed"
+        self.assertEqual(result.tests[pseudo], "error")
+        self.assertIn(pseudo, result.pseudo)
+        self.assertFalse(result.passed)
+
+    def test_replaced_pytest_machinery_at_import_is_a_failing_pseudo_test(self):
+        # the same replacement made while the test module is imported (collection), as a
+        # source module the tests import could do it
+        self.put("tests/test_p.py", """\
+            import _pytest.reports
+            _pytest.reports.BaseReport.failed = property(lambda self: False)
+
+            def test_fail():
+                assert 1 == 2
+            """)
+        result = self.suite(self.argv)
+        self.assertFalse(result.passed, f"{result.tests} exit {result.exit_code}")
+        pseudo = "golem: the code under test replaced _pytest.reports.BaseReport.failed"
+        self.assertEqual(result.tests.get(pseudo), "error", result.tests)
+
+
+class BaselineTest(TempCase):
+    """run_baseline refuses a baseline golem cannot grade against (a UsageError: exit 2)."""
+
+    def setUp(self):
+        super().setUp()
+        home = os.path.join(self.base, "home")
+        os.mkdir(home)
+        self.verifier = Environment("none", command_env(home, home), Trace(), 120.0)
+
+    def baseline(self, argv: list[str]):
+        command = TestCommand(argv, parse_command(shlex.join(argv)).runner, "-test")
+        baseline = run_baseline(self.verifier, command, self.root)
+        self.addCleanup(baseline.phase.close)
+        return baseline
+
+    def refused(self, argv: list[str]) -> str:
+        with self.assertRaises(UsageError) as cm:
+            self.baseline(argv)
+        return str(cm.exception)
+
+    def test_a_baseline_with_evidence(self):
+        self.put("calc.py", "def add(a, b):\n    return a - b\n")
+        self.put("tests/test_calc.py", """\
+            import unittest
+            from calc import add
+
+            class AddTest(unittest.TestCase):
+                def test_add(self):
+                    self.assertEqual(add(2, 3), 5)
+            """)
+        baseline = self.baseline([PY, "-m", "unittest", "discover", "-s", "tests"])
+        self.assertEqual(baseline.result.failing, ["test_calc.AddTest.test_add"])
+        self.assertEqual(baseline.test_files, {"tests/test_calc.py"})
+        self.assertTrue(os.path.isdir(baseline.master))
+        # the probe: names importable from outside the workspace, not the workspace's own
+        names = baseline.plan.interpreter.names
+        self.assertIn("json", names)
+        self.assertIn("unittest", names)
+        self.assertNotIn("calc", names)
+
+    def test_no_tests_is_refused(self):
+        os.mkdir(os.path.join(self.root, "tests"))
+        self.assertIn("gives no evidence: no tests ran",
+                      self.refused([PY, "-m", "unittest", "discover", "-s", "tests"]))
+
+    def test_a_run_cut_short_is_refused(self):
+        self.put("tests/test_exit.py", "import os\nos._exit(0)\n")
+        self.assertIn("gives no evidence: the run did not finish",
+                      self.refused([PY, "-m", "unittest", "discover", "-s", "tests"]))
+
+    def test_a_suite_that_replaces_the_runner_is_refused(self):
+        self.put("tests/test_forge.py", """\
+            import unittest
+            unittest.TestCase.run = lambda self, result=None: None
+
+            class T(unittest.TestCase):
+                def test_x(self):
+                    pass
+            """)
+        self.assertIn("changes the test runner's machinery",
+                      self.refused([PY, "-m", "unittest", "discover", "-s", "tests"]))
+
+    def test_a_command_that_cannot_start_is_refused(self):
+        self.assertIn("cannot start", self.refused([os.path.join(self.base, "nope"), "x"]))
+
+
+def suffixes() -> tuple[str, ...]:
+    return tuple(importlib.machinery.all_suffixes())
 
 
 class ProtectTest(unittest.TestCase):
     def test_protected_kinds(self):
-        unittest_argv = ["python3", "-m", "unittest"]
+        make = Facts(test_argv=["make", "test"])
+        collected = Facts(test_argv=UNITTEST, test_files={"tests/checks.py"})
+        lib_root = Facts(test_argv=UNITTEST, import_roots={"", "lib"})
+        probed = Facts(test_argv=UNITTEST, outside_names=frozenset({"requests", "json"}),
+                       suffixes=suffixes())
+        provided = Facts(test_argv=UNITTEST, import_roots={"", "src"},
+                         before={"src/calc.py", "tests/test_calc.py"})
         cases = [
-            ("tests/test_calc.py", "modified", unittest_argv, "existing test file modified"),
-            ("tests/test_calc.py", "removed", unittest_argv, "existing test file deleted"),
-            ("test_top.py", "modified", unittest_argv, "existing test file"),
-            ("tests/data/expected.json", "modified", unittest_argv, "existing test file"),
-            ("conftest.py", "added", unittest_argv, "conftest.py"),
-            ("src/deep/conftest.py", "added", unittest_argv, "conftest.py"),
-            ("src/conftest.py", "modified", unittest_argv, "conftest.py"),
-            ("sitecustomize.py", "added", unittest_argv, "start-up"),
-            ("lib/usercustomize.py", "added", unittest_argv, "start-up"),
-            ("foo.pth", "added", unittest_argv, "start-up"),
-            ("unittest.py", "added", unittest_argv, "shadows the 'unittest' module"),
-            ("pkg/unittest.py", "added", unittest_argv, "shadows the 'unittest' module"),
-            ("pytest.py", "added", unittest_argv, "shadows the 'pytest' module"),
-            ("lib/pytest.py", "added", unittest_argv, "shadows the 'pytest' module"),
-            ("json/__init__.py", "added", unittest_argv, "shadows the 'json' module"),
-            ("pyproject.toml", "modified", unittest_argv, "configuration"),
-            ("setup.cfg", "added", unittest_argv, "configuration"),
-            ("tox.ini", "modified", unittest_argv, "configuration"),
-            ("pytest.ini", "removed", unittest_argv, "configuration"),
-            ("Makefile", "modified", ["make", "test"], "used by the test command"),
-            ("tests/__init__.py", "added", unittest_argv, "__init__.py"),
+            ("tests/test_calc.py", "modified", UNITTEST_FACTS, "an existing test file, modified"),
+            ("tests/test_calc.py", "removed", UNITTEST_FACTS, "an existing test file, deleted"),
+            ("test_top.py", "modified", UNITTEST_FACTS, "an existing test file"),
+            # what the baseline collected tests from is a test file, whatever its name
+            ("tests/checks.py", "modified", collected, "the baseline collected tests from"),
+            ("tests/checks.py", "removed", collected, "and the run deleted it"),
+            ("tests/data/expected.json", "modified", UNITTEST_FACTS, "not code, in a test dir"),
+            ("tests/data/new.json", "added", UNITTEST_FACTS, "not code, in a test directory"),
+            ("fixtures/golden.txt", "modified", UNITTEST_FACTS, "under a test-data directory"),
+            ("conftest.py", "added", UNITTEST_FACTS, "conftest.py"),
+            ("src/deep/conftest.py", "added", UNITTEST_FACTS, "conftest.py"),
+            ("src/conftest.py", "modified", UNITTEST_FACTS, "conftest.py"),
+            ("sitecustomize.py", "added", UNITTEST_FACTS, "start-up hook"),
+            ("lib/usercustomize.py", "added", UNITTEST_FACTS, "start-up hook"),
+            ("foo.pth", "added", UNITTEST_FACTS, "start-up hook"),
+            ("unittest.py", "added", UNITTEST_FACTS, "creates module 'unittest'"),
+            ("pytest.py", "added", UNITTEST_FACTS, "creates module 'pytest'"),
+            ("json/__init__.py", "added", UNITTEST_FACTS, "creates module 'json'"),
+            ("json.pyc", "added", UNITTEST_FACTS, "creates module 'json'"),
+            # shadowing follows where the tests import from
+            ("lib/unittest.py", "added", lib_root, "a new 'unittest.py' at lib/"),
+            ("lib/pytest.py", "added", lib_root, "creates module 'pytest'"),
+            # ... and what the test interpreter imports from outside, with its suffixes
+            ("requests.py", "added", probed, "creates module 'requests'"),
+            ("json.cpython-311-x86_64-linux-gnu.so", "added", probed, "creates module 'json'"),
+            ("json.abi3.so", "added", probed, "creates module 'json'"),
+            # ... and a name the workspace provides elsewhere on sys.path
+            ("calc.py", "added", provided, "which the workspace provides at src/"),
+            ("pyproject.toml", "modified", UNITTEST_FACTS, "configuration"),
+            ("docs/pyproject.toml", "modified", UNITTEST_FACTS, "configuration"),
+            ("setup.cfg", "added", UNITTEST_FACTS, "configuration"),
+            ("tox.ini", "modified", UNITTEST_FACTS, "configuration"),
+            ("pytest.ini", "removed", UNITTEST_FACTS, "configuration"),
+            ("tests/pytest.ini", "added", UNITTEST_FACTS, "configuration"),
+            ("jest.config.js", "modified", UNITTEST_FACTS, "configuration"),
+            (".python-version", "added", UNITTEST_FACTS, "toolchain pin"),
+            ("helper.egg-info/entry_points.txt", "added", UNITTEST_FACTS, "package metadata"),
+            ("Makefile", "modified", make, "used by the test command"),
+            ("tests/__init__.py", "added", UNITTEST_FACTS, "__init__.py"),
         ]
-        for rel, kind, argv, fragment in cases:
+        for rel, kind, facts, fragment in cases:
             with self.subTest(rel=rel, kind=kind):
-                why = reason(rel, kind, argv)
+                why = reason(rel, kind, facts)
                 self.assertIsNotNone(why)
                 self.assertIn(fragment, why)
 
     def test_allowed_kinds(self):
-        argv = ["python3", "-m", "unittest"]
+        provided_here = Facts(test_argv=UNITTEST, before={"calc.py"})
         cases = [
-            ("tests/test_new.py", "added", argv),
-            ("calc/core.py", "modified", argv),
-            ("calc/core.py", "added", argv),
-            ("calc/old.py", "removed", argv),
-            ("README.md", "modified", argv),
-            ("Makefile", "modified", argv),         # the test command does not use make
-            ("docs/pyproject.toml", "modified", argv),
-            ("calc/__init__.py", "added", argv),
+            ("tests/test_new.py", "added", UNITTEST_FACTS),
+            ("calc/core.py", "modified", UNITTEST_FACTS),
+            ("calc/core.py", "added", UNITTEST_FACTS),
+            ("calc/old.py", "removed", UNITTEST_FACTS),
+            ("README.md", "modified", UNITTEST_FACTS),
+            ("Makefile", "modified", UNITTEST_FACTS),    # the test command does not use make
+            ("calc/__init__.py", "added", UNITTEST_FACTS),
+            # below a directory that is not on sys.path, a stdlib name shadows nothing
+            ("pkg/unittest.py", "added", UNITTEST_FACTS),
+            ("pkg/json/__init__.py", "added", UNITTEST_FACTS),
+            # a name the interpreter would not find outside (default suffixes: no ABI tag)
+            ("json.cpython-311-x86_64-linux-gnu.so", "added", UNITTEST_FACTS),
+            ("calc.py", "modified", provided_here),
+            ("calc_helpers.py", "added", provided_here),
         ]
-        for rel, kind, argv in cases:
+        for rel, kind, facts in cases:
             with self.subTest(rel=rel, kind=kind):
-                self.assertIsNone(reason(rel, kind, argv))
+                self.assertIsNone(reason(rel, kind, facts))
 
     def test_protected_changes_and_new_tests(self):
-        changes = Changes(added=["tests/test_new.py", "conftest.py"],
+        changes = Changes(added=["tests/test_new.py", "conftest.py", "tests/helper_new.py",
+                                 "tests/data.json"],
                           modified=["calc/core.py", "tests/test_old.py"], removed=[])
-        found = protected_changes(changes, ["python3", "-m", "pytest"])
-        self.assertEqual([p for p, _ in found], ["conftest.py", "tests/test_old.py"])
-        self.assertEqual(new_tests(changes), ["tests/test_new.py"])
+        facts = Facts(test_argv=["python3", "-m", "pytest"],
+                      trees_changed={".venv": "added .venv/lib/x.pth"})
+        found = protected_changes(changes, facts)
+        self.assertEqual([p for p, _ in found],
+                         [".venv", "conftest.py", "tests/data.json", "tests/test_old.py"])
+        self.assertIn("dependency tree changed during the run (added .venv/lib/x.pth)",
+                      dict(found)[".venv"])
+        # new code in a test directory is a new test; data there is not
+        self.assertEqual(new_tests(changes), ["tests/helper_new.py", "tests/test_new.py"])
+        # a file beside the ones the baseline collected counts as a new test too
+        beside = Changes(["checks/more.py", "calc/new.py"], [], [])
+        self.assertEqual(new_tests(beside, Facts(test_files={"checks/first.py"})),
+                         ["checks/more.py"])
+        self.assertEqual(new_tests(beside), [])
 
-    def test_new_runner_config_in_the_test_directory(self):
-        self.assertIsNotNone(reason("tests/pytest.ini", "added",
-                                    ["python3", "-m", "pytest", "tests"]))
+    def test_import_roots(self):
+        paths = {"src/calc.py", "pkg/__init__.py", "pkg/tests/__init__.py",
+                 "pkg/tests/test_a.py", "loose/test_b.py"}
+        self.assertEqual(import_roots({"pkg/tests/test_a.py", "loose/test_b.py"}, paths),
+                         {"", "src", "loose"})
+        self.assertEqual(import_roots(set(), {"calc.py"}, {"extra"}), {"", "extra"})
+
+    def test_the_probe_reports_names_from_outside_the_workspace(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = os.path.realpath(tmp)
+            with open(os.path.join(root, "calc.py"), "w") as fh:
+                fh.write("X = 1\n")
+            env = command_env(root, root)
+            interp = probe(locate(PY, env, root), root, [], env)
+        self.assertIn("json", interp.names)
+        self.assertNotIn("calc", interp.names)
+        self.assertEqual(set(interp.suffixes), set(suffixes()))
+        if HAVE_PYTEST:
+            self.assertIn("pytest", interp.names)
 
 
 def result(tests: dict[str, str] | None, exit_code: int = 0, pseudo=(),
-           problem: str | None = None) -> SuiteResult:
+           problem: str | None = None, files=None, origins=None) -> SuiteResult:
     return SuiteResult(exit_code, False, "", 0.1,
                        "exit-code" if tests is None else "unittest-json", tests,
-                       set(pseudo), problem)
+                       set(pseudo), dict(files or {}), dict(origins or {}), problem=problem)
 
 
 class VerdictTest(unittest.TestCase):
@@ -515,17 +853,61 @@ class VerdictTest(unittest.TestCase):
         self.assertEqual(verdict.name, "FAILED")
         self.assertEqual(verdict.still_failing, ["t.new"])
 
-    def test_pseudo_before_is_not_required_after(self):
-        before = result({"t.a": "failed", "loader.test_x": "error"}, 1, pseudo={"loader.test_x"})
-        verdict = judge(before, result({"t.a": "passed", "x.T.test_1": "passed"}), [])
-        self.assertEqual(verdict.name, "VERIFIED")
+    def test_an_import_failure_is_fixed_only_when_its_file_passes_whole(self):
+        # the module failed to import: it is tracked by its file, not by the pseudo id
+        before = result({"t.a": "failed", "loader.test_x": "error"}, 1,
+                        pseudo={"loader.test_x"},
+                        files={"t.a": "tests/t.py", "loader.test_x": "tests/test_x.py"})
+        files = {"t.a": "tests/t.py", "x.T.test_1": "tests/test_x.py",
+                 "x.T.test_2": "tests/test_x.py"}
+        fixed = judge(before, result({"t.a": "passed", "x.T.test_1": "passed",
+                                      "x.T.test_2": "passed"}, files=files), [])
+        self.assertEqual(fixed.name, "VERIFIED", fixed.summary)
+        self.assertEqual(fixed.fixed, ["loader.test_x", "t.a"])
+        # its tests still not collected: not fixed
+        verdict = judge(before, result({"t.a": "passed"}, files=files), [])
+        self.assertEqual(verdict.name, "FAILED")
+        self.assertEqual(verdict.still_failing, ["loader.test_x"])
+        # collected, but one of them skipped: not fixed either
+        verdict = judge(before, result({"t.a": "passed", "x.T.test_1": "passed",
+                                        "x.T.test_2": "skipped"}, files=files), [])
+        self.assertEqual(verdict.name, "FAILED")
+        self.assertEqual(verdict.still_failing, ["loader.test_x"])
+        # a pseudo test golem cannot place in a file is never fixed
+        before.files.pop("loader.test_x")
+        verdict = judge(before, result({"t.a": "passed", "x.T.test_1": "passed",
+                                        "x.T.test_2": "passed"}, files=files), [])
+        self.assertEqual(verdict.still_failing, ["loader.test_x"])
+
+    def test_a_test_whose_code_now_comes_from_a_changed_file_is_failing(self):
+        before = result({"t.T.a": "failed", "t.T.b": "passed"}, 1)
+        files = {"t.T.a": "tests/t.py", "t.T.b": "tests/t.py"}
+        origins = {"t.T.a": ["tests/t.py", "checks.py"], "t.T.b": ["tests/t.py"]}
+        after = result({"t.T.a": "passed", "t.T.b": "passed"}, files=files, origins=origins)
+        self.assertEqual(judge(before, after, []).name, "VERIFIED")
+        self.assertEqual(tampered(after, {"checks.py"}), {"t.T.a": "checks.py"})
+        # the test's own file changing is not tampering (it would be protected anyway)
+        self.assertEqual(tampered(after, {"tests/t.py"}), {})
+        verdict = judge(before, after, [], {"checks.py", "calc.py"})
+        self.assertEqual(verdict.name, "FAILED")
+        self.assertEqual(verdict.still_failing, ["t.T.a"])
+        self.assertEqual(verdict.fixed, [])
+        self.assertIn("1 test(s) ran code from checks.py, which the run changed", verdict.summary)
+
+    def test_the_guard_pseudo_test_is_never_fixed(self):
+        guard = "golem: the code under test replaced unittest.case.TestCase.run"
+        before = result({"t.a": "passed", guard: "error"}, 1, pseudo={guard})
+        verdict = judge(before, result({"t.a": "passed"}), [])
+        self.assertEqual(verdict.name, "FAILED")
+        self.assertEqual(verdict.fixed, [])
+        self.assertIn(guard, verdict.still_failing + verdict.missing)
 
     def test_untrustworthy_evidence_fails(self):
         after = result({"t.a": "passed", "t.b": "passed", "t.c": "passed"}, 0,
-                       problem="the result file was missing: the suite did not run to the end")
+                       problem="the run did not finish (no last record)")
         verdict = judge(result(self.before, 1), after, [])
         self.assertEqual(verdict.name, "FAILED")
-        self.assertIn("result file was missing", verdict.summary)
+        self.assertIn("the run did not finish", verdict.summary)
 
     def test_protected_is_rejected_even_when_passing(self):
         after = result({"t.a": "passed", "t.b": "passed", "t.c": "passed"})
@@ -548,6 +930,18 @@ class VerdictTest(unittest.TestCase):
         self.assertIn("suite still fails", verdict.summary)
         self.assertIn("exit 2", verdict.summary)
 
+    def test_the_new_tests_pass(self):
+        files = {"t.a": "tests/t.py", "n.b": "tests/test_n.py", "n.c": "tests/test_n.py"}
+        second = result({"t.a": "passed", "n.b": "passed", "n.c": "passed"}, files=files)
+        self.assertEqual(judge_new_tests(second, {"tests/test_n.py"}),
+                         ({"n.b": "passed", "n.c": "passed"}, None))
+        second.tests["n.c"] = "failed"
+        outcomes, problem = judge_new_tests(second, {"tests/test_n.py"})
+        self.assertEqual(problem, "1 new test(s) fail: n.c")
+        second.tests["n.c"] = "passed"
+        second.problem = "the run did not finish (no last record)"
+        self.assertIn("did not finish", judge_new_tests(second, {"tests/test_n.py"})[1])
+
 
 class SnapshotTest(TempCase):
     def test_compare(self):
@@ -558,7 +952,7 @@ class SnapshotTest(TempCase):
         os.symlink("same.txt", os.path.join(self.root, "link"))
         self.put("__pycache__/x.pyc", b"\0")
         self.put(".git/HEAD", "ref")
-        before = fingerprint(self.root)
+        before = fingerprint(self.root).entries
         self.assertNotIn("__pycache__/x.pyc", before)
         self.assertNotIn(".git/HEAD", before)
         self.put("edit.txt", "new")
@@ -568,25 +962,77 @@ class SnapshotTest(TempCase):
         os.unlink(os.path.join(self.root, "link"))
         os.symlink("edit.txt", os.path.join(self.root, "link"))
         self.put("__pycache__/x.pyc", b"\1")
-        changes = compare(before, fingerprint(self.root))
+        changes = compare(before, fingerprint(self.root).entries)
         self.assertEqual(changes.added, ["sub/added.txt"])
         self.assertEqual(changes.modified, ["edit.txt", "link", "mode.sh"])
         self.assertEqual(changes.removed, ["gone.txt"])
         self.assertEqual(changes.all, ["edit.txt", "gone.txt", "link", "mode.sh",
                                        "sub/added.txt"])
         self.assertEqual(compare(before, before).all, [])
+        self.assertEqual(changes.without({"edit.txt", "gone.txt"}).all,
+                         ["link", "mode.sh", "sub/added.txt"])
+
+    def test_what_is_left_out(self):
+        # caches and version control at any depth; dependency trees only at the top, and
+        # only those given (`deps`); below the top, venv and node_modules are content
+        for rel in ("a/__pycache__/m.pyc", "a/.pytest_cache/v", "a/.mypy_cache/x",
+                    "a/.hypothesis/db", "vendor/.git/HEAD", "b/.hg/store", "c/.svn/entries",
+                    ".venv/lib/dep.py", "node_modules/dep/index.js", "env/pyvenv.cfg",
+                    "web/node_modules/left-pad/index.js", "tools/venv/lib/x.py", "keep.py"):
+            self.put(rel, "x")
+        os.mkfifo(os.path.join(self.root, "fifo"))
+        deps = dependency_trees(self.root)
+        self.assertEqual(deps, [".venv", "env", "node_modules"])
+        found = fingerprint(self.root, deps=deps)
+        self.assertEqual(sorted(found.entries), ["keep.py", "tools/venv/lib/x.py",
+                                                 "web/node_modules/left-pad/index.js"])
+        self.assertNotIn(".venv", found.dirs)
+        self.assertIn("web/node_modules", found.dirs)
+        self.assertIn("a", found.dirs)
+        self.assertNotIn("a/__pycache__", found.dirs)
+        # without `deps`, a top-level dependency tree is walked like anything else
+        self.assertIn(".venv/lib/dep.py", fingerprint(self.root).entries)
+
+    def test_a_link_is_never_a_dependency_tree(self):
+        outside = os.path.join(self.base, "outside")
+        os.makedirs(outside)
+        os.symlink(outside, os.path.join(self.root, "node_modules"))
+        self.put("venv", "a file, not a directory")
+        self.assertEqual(dependency_trees(self.root), [])
+        entries = fingerprint(self.root).entries
+        self.assertTrue(entries["node_modules"].is_link)
+        self.assertEqual(entries["node_modules"].link_target, outside)
+
+    def test_a_large_file_is_fingerprinted_by_its_metadata(self):
+        big = self.put("big.bin", b"\0" * (MAX_COPY + 1))
+        snap = Snapshot.take(self.root, os.path.join(self.base, "run"))
+        entry = snap.entries["big.bin"]
+        self.assertTrue(entry.sha.startswith("large:"))
+        self.assertFalse(entry.stored)
+        self.assertIsNone(snap.original("big.bin"))
+        with open(big, "r+b") as fh:
+            fh.write(b"\1")
+        self.assertEqual(compare(snap.entries, fingerprint(self.root).entries).modified,
+                         ["big.bin"])
 
     def test_take_and_load(self):
         self.put("a.txt", "alpha")
         self.put("b/c.txt", "alpha")
+        self.put(".venv/pyvenv.cfg", "home = /usr\n")
         snap = Snapshot.take(self.root, os.path.join(self.base, "run"))
         self.put("a.txt", "changed")
         loaded = Snapshot.load(os.path.join(self.base, "run"))
         self.assertEqual(loaded.entries, snap.entries)
+        self.assertEqual(loaded.dirs, {"b"})
+        self.assertEqual(loaded.deps, [".venv"])
+        info = os.stat(self.root)
+        self.assertEqual(loaded.root_id, (info.st_dev, info.st_ino))
         self.assertEqual(loaded.original("a.txt"), b"alpha")
+        self.assertEqual(loaded.original("a.txt", limit=2), b"al")
         self.assertIsNone(loaded.original("nope.txt"))
         # one copy per distinct content
         self.assertEqual(len(os.listdir(os.path.join(self.base, "run", "store"))), 1)
+        self.assertIn(".venv/pyvenv.cfg", snap.manifest)
 
 
 class UndoTest(TempCase):
@@ -607,18 +1053,20 @@ class UndoTest(TempCase):
         else:
             os.environ["GOLEM_STATE_DIR"] = old
 
-    def run_that_changes_things(self) -> str:
+    def run_that_changes_things(self, record: bool = True) -> str:
         run_id, path = runs.new_run(self.root)
         snap = Snapshot.take(self.root, path)
+        runs.record_root(path, snap.root_id)
         self.put("edit.txt", "changed by the run\n")
         shutil.rmtree(os.path.join(self.root, "dir"))
         self.put("new/created.txt", "created by the run\n")
         os.chmod(os.path.join(self.root, "tool.sh"), 0o644)
-        after = fingerprint(self.root)
+        after = fingerprint(self.root).entries
         changes = compare(snap.entries, after)
         self.assertEqual(changes.all, ["dir/gone.txt", "edit.txt", "new/created.txt",
                                        "tool.sh"])
-        runs.finish_run(path, changes, after)
+        if record:
+            runs.finish_run(path, changes, after)
         self.assertTrue(path.startswith(os.path.join(self.base, "state", "runs")))
         self.assertEqual(os.path.basename(path), run_id)
         return path
@@ -632,12 +1080,20 @@ class UndoTest(TempCase):
         self.assertEqual(self.read("edit.txt"), b"original\n")
         self.assertEqual(self.read("dir/gone.txt"), b"deleted by the run\n")
         self.assertEqual(self.read("keep.txt"), b"untouched\n")
-        self.assertFalse(os.path.exists(os.path.join(self.root, "new", "created.txt")))
+        self.assertFalse(os.path.exists(os.path.join(self.root, "new")))
         self.assertEqual(os.stat(os.path.join(self.root, "tool.sh")).st_mode & 0o777, 0o755)
         with self.assertRaises(UsageError):
             runs.undo(path)
         with self.assertRaises(UsageError):
             runs.find_run(self.root, None)
+
+    def test_a_run_that_never_recorded_its_changes(self):
+        # killed before finish_run: undo compares the workspace with the snapshot itself
+        path = self.run_that_changes_things(record=False)
+        restored, skipped = runs.undo(path)
+        self.assertEqual(restored, ["dir/gone.txt", "edit.txt", "new/created.txt", "tool.sh"])
+        self.assertEqual(self.read("edit.txt"), b"original\n")
+        self.assertFalse(os.path.exists(os.path.join(self.root, "new")))
 
     def test_file_edited_after_the_run_is_kept_unless_forced(self):
         path = self.run_that_changes_things()
@@ -664,6 +1120,30 @@ class UndoTest(TempCase):
         restored, skipped = runs.undo(path, force=True)
         self.assertIn("edit.txt", restored)
         self.assertEqual(self.read("edit.txt"), b"original\n")
+
+    def test_a_directory_swapped_for_a_link_is_refused_and_nothing_is_written_outside(self):
+        path = self.run_that_changes_things()
+        outside = os.path.join(self.base, "outside")
+        os.mkdir(outside)
+        os.symlink(outside, os.path.join(self.root, "dir"))
+        with self.assertRaises(UsageError) as cm:
+            runs.undo(path)
+        message = str(cm.exception)
+        self.assertIn("dir/gone.txt", message)
+        self.assertIn("nothing written outside", message)
+        self.assertEqual(os.listdir(outside), [])
+        # the rest was put back; the run stays open for the refused path
+        self.assertEqual(self.read("edit.txt"), b"original\n")
+        self.assertEqual(runs.find_run(self.root, None), path)
+
+    def test_a_workspace_that_was_replaced_is_refused_whole(self):
+        path = self.run_that_changes_things()
+        os.rename(self.root, self.root + "-moved")
+        os.mkdir(self.root)
+        with self.assertRaises(UsageError) as cm:
+            runs.undo(path)
+        self.assertIn("no longer the directory the run worked in", str(cm.exception))
+        self.assertEqual(os.listdir(self.root), [])
 
     def test_find_run_by_id_and_workspace(self):
         path = self.run_that_changes_things()
@@ -696,18 +1176,23 @@ class PatchTest(TempCase):
         self.assertEqual(self.git("init", "-q", cwd=copy).returncode, 0)
         snap = Snapshot.take(self.root, os.path.join(self.base, "run"))
         change()
-        changes = compare(snap.entries, fingerprint(self.root))
+        changes = compare(snap.entries, fingerprint(self.root).entries)
         patch = make_patch(self.root, snap, changes.all)
         applied = self.git("apply", "-v", "-", cwd=copy,
                            data=patch.encode("utf-8", "surrogateescape"))
         self.assertEqual(applied.returncode, 0, applied.stderr.decode() + "\n" + patch)
         return patch, copy
 
-    def tree(self, root: str) -> dict[str, bytes]:
+    def tree(self, root: str) -> dict[str, tuple]:
+        """path -> (content or link target, executable bit), as git keeps them."""
         out = {}
-        for rel, _ in sorted(fingerprint(root).items()):
-            with open(os.path.join(root, rel), "rb") as fh:
-                out[rel] = fh.read()
+        for rel, entry in sorted(fingerprint(root).entries.items()):
+            full = os.path.join(root, rel)
+            if entry.is_link:
+                out[rel] = ("link", os.readlink(full))
+                continue
+            with open(full, "rb") as fh:
+                out[rel] = (fh.read(), bool(entry.mode & 0o111))
         return out
 
     def test_modified_created_deleted_and_no_trailing_newline(self):
@@ -758,8 +1243,9 @@ class PatchTest(TempCase):
             self.put("ff.py", b"a = 1\n\x0c\nb = 3\n")
             self.put("cr.txt", b"progress\r50%\ndone!\n")
 
-        self.apply({"ff.py": b"a = 1\n\x0c\nb = 2\n", "cr.txt": b"progress\r50%\ndone\n"},
-                   change)
+        _, copy = self.apply({"ff.py": b"a = 1\n\x0c\nb = 2\n",
+                              "cr.txt": b"progress\r50%\ndone\n"}, change)
+        self.assertEqual(self.tree(copy), self.tree(self.root))
 
     def test_binary_change(self):
         def change():
@@ -769,9 +1255,72 @@ class PatchTest(TempCase):
         _, copy = self.apply({"data.bin": b"\x00\x01\x02", "a.txt": b"before\n"}, change)
         self.assertEqual(self.tree(copy), self.tree(self.root))
 
+    def test_names_git_quotes(self):
+        names = ["with space.txt", "tab\there.txt", 'quote".txt', "back\\slash.txt",
+                 "caf\u00e9.txt", "new\nline.txt"]
+
+        def change():
+            for name in names:
+                self.put(name, f"new {name!r}\n")
+            self.put("plain.txt", b"changed\n")
+
+        patch, copy = self.apply({"plain.txt": b"old\n", "with space.txt": b"old\n"}, change)
+        self.assertIn('"b/caf\\303\\251.txt"', patch)
+        self.assertIn('"b/new\\nline.txt"', patch)
+        self.assertIn("+++ b/with space.txt\t\n", patch)
+        # exactly these names, nothing smuggled in by a name with a newline
+        self.assertEqual(self.tree(copy), self.tree(self.root))
+        self.assertEqual(sorted(os.listdir(copy)), sorted([".git", "plain.txt", *names]))
+
+    def test_modes_and_links(self):
+        def change():
+            os.chmod(os.path.join(self.root, "run.sh"), 0o755)
+            os.chmod(os.path.join(self.root, "tool.sh"), 0o644)
+            self.put("both.sh", b"#!/bin/sh\necho new\n")
+            os.chmod(os.path.join(self.root, "both.sh"), 0o755)
+            os.symlink("run.sh", os.path.join(self.root, "new-link"))
+            os.unlink(os.path.join(self.root, "old-link"))
+            os.symlink("tool.sh", os.path.join(self.root, "old-link"))
+            os.unlink(os.path.join(self.root, "gone-link"))
+
+        for rel in ("run.sh", "tool.sh", "both.sh"):
+            self.put(rel, b"#!/bin/sh\n")
+        os.chmod(os.path.join(self.root, "tool.sh"), 0o755)
+        os.symlink("run.sh", os.path.join(self.root, "old-link"))
+        os.symlink("missing", os.path.join(self.root, "gone-link"))
+        patch, copy = self.apply({}, change)
+        self.assertIn("diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n", patch)
+        self.assertIn("new file mode 120000", patch)
+        self.assertIn("deleted file mode 120000", patch)
+        self.assertEqual(self.tree(copy), self.tree(self.root))
+
+    def test_diffstat_from_file_diffs(self):
+        self.put("a.txt", b"one\ntwo\nthree\n")
+        self.put("gone.txt", b"x\ny\n")
+        snap = Snapshot.take(self.root, os.path.join(self.base, "run"))
+        self.put("a.txt", b"one\n2\nthree\nfour\n")
+        os.unlink(os.path.join(self.root, "gone.txt"))
+        self.put("new.txt", b"n\n")
+        diffs = file_diffs(self.root, snap, ["new.txt", "gone.txt", "a.txt", "same.txt"])
+        self.assertEqual(list(diffs), ["a.txt", "gone.txt", "new.txt"])
+        self.assertEqual(diffstat(diffs), {"a.txt": [2, 1], "gone.txt": [0, 2],
+                                           "new.txt": [1, 0]})
+        self.assertEqual("".join(diffs.values()),
+                         make_patch(self.root, snap, ["a.txt", "gone.txt", "new.txt"]))
+
 
 class TamperingTest(SuiteCase):
     """Changes the verifier cannot see must not let a failing suite be VERIFIED."""
+
+    def facts(self, argv: list[str], before: SuiteResult, entries) -> Facts:
+        test_files = {f for f in before.files.values() if f}
+        return Facts(test_argv=argv, test_files=test_files, before=set(entries),
+                     import_roots=import_roots(test_files, set(entries)))
+
+    def grade(self, argv: list[str], before: SuiteResult, entries, after: SuiteResult):
+        changes = compare(entries, fingerprint(self.root).entries)
+        protected = protected_changes(changes, self.facts(argv, before, entries))
+        return judge(before, after, protected, set(changes.added) | set(changes.modified))
 
     def test_forged_bytecode_for_an_existing_test(self):
         real = self.put("tests/test_a.py", """\
@@ -785,7 +1334,7 @@ class TamperingTest(SuiteCase):
         argv = [PY, "-m", "unittest", "discover", "-s", "tests"]
         before = self.suite(argv)
         self.assertEqual(before.failing, ["test_a.T.test_x"])
-        entries = fingerprint(self.root)
+        entries = fingerprint(self.root).entries
 
         fake = os.path.join(self.base, "fake.py")
         body = ("import unittest\nclass T(unittest.TestCase):\n"
@@ -800,17 +1349,95 @@ class TamperingTest(SuiteCase):
                            invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
 
         after = self.suite(argv)
-        changes = compare(entries, fingerprint(self.root))
-        verdict = judge(before, after, protected_changes(changes, argv))
+        self.assertEqual(after.failing, ["test_a.T.test_x"])
+        verdict = self.grade(argv, before, entries, after)
         self.assertNotEqual(verdict.name, "VERIFIED", verdict.summary)
 
-    @unittest.skipUnless(HAVE_PYTEST, "pytest is not installed for this Python")
+    def test_a_changed_mixin_that_makes_the_test_pass_is_not_a_fix(self):
+        self.put("checks.py", "class Checks:\n    def check_sum(self, got, want):\n"
+                              "        self.assertEqual(got, want)\n")
+        self.put("tests/test_a.py", """\
+            import unittest
+            from checks import Checks
+
+
+            class T(Checks, unittest.TestCase):
+                def test_x(self):
+                    self.check_sum(1 + 1, 3)
+            """)
+        argv = [PY, "-m", "unittest", "discover", "-s", "tests"]
+        before = self.suite(argv)
+        self.assertEqual(before.failing, ["test_a.T.test_x"])
+        entries = fingerprint(self.root).entries
+        # checks.py is not a test file by name or by what the baseline collected
+        self.put("checks.py", "class Checks:\n    def check_sum(self, got, want):\n"
+                              "        pass\n")
+        after = self.suite(argv)
+        self.assertTrue(after.passed, after.output)
+        verdict = self.grade(argv, before, entries, after)
+        self.assertEqual(verdict.name, "FAILED", verdict.summary)
+        self.assertIn("ran code from checks.py", verdict.summary)
+
+    def test_source_that_replaces_unittest_at_import_is_not_a_fix(self):
+        self.put("calc.py", "def add(a, b):\n    return a - b\n")
+        self.put("tests/test_a.py", """\
+            import unittest
+            from calc import add
+
+
+            class T(unittest.TestCase):
+                def test_add(self):
+                    self.assertEqual(add(2, 3), 5)
+            """)
+        argv = [PY, "-m", "unittest", "discover", "-s", "tests"]
+        before = self.suite(argv)
+        entries = fingerprint(self.root).entries
+        self.put("calc.py", """\
+            import unittest
+
+            unittest.TestCase.assertEqual = lambda self, *args, **kwargs: None
+
+
+            def add(a, b):
+                return a - b
+            """)
+        after = self.suite(argv)
+        self.assertEqual(after.tests["test_a.T.test_add"], "passed")
+        verdict = self.grade(argv, before, entries, after)
+        self.assertEqual(verdict.name, "FAILED", verdict.summary)
+        self.assertIn("golem: the code under test replaced unittest.case.TestCase.assertEqual",
+                      verdict.still_failing)
+
+    @unittest.skipUnless(HAVE_PYTEST, NO_PYTEST)
+    def test_source_that_replaces_pytest_at_import_is_not_a_fix(self):
+        self.put("calc.py", "def add(a, b):\n    return a - b\n")
+        self.put("tests/test_a.py", "from calc import add\n\n\ndef test_add():\n"
+                                    "    assert add(2, 3) == 5\n")
+        argv = [PY, "-m", "pytest", "-q"]
+        before = self.suite(argv)
+        self.assertEqual(before.failing, ["tests/test_a.py::test_add"])
+        entries = fingerprint(self.root).entries
+        self.put("calc.py", """\
+            import _pytest.reports
+
+            _pytest.reports.BaseReport.failed = property(lambda self: False)
+
+
+            def add(a, b):
+                return a - b
+            """)
+        after = self.suite(argv)
+        verdict = self.grade(argv, before, entries, after)
+        self.assertNotEqual(verdict.name, "VERIFIED",
+                            f"{verdict.summary}; {after.tests}; exit {after.exit_code}")
+
+    @unittest.skipUnless(HAVE_PYTEST, NO_PYTEST)
     def test_plugin_registered_through_new_package_metadata(self):
         self.put("test_a.py", "def test_x():\n    assert 1 == 2\n")
         argv = [PY, "-m", "pytest", "-q"]
         before = self.suite(argv)
-        self.assertEqual(before.failing, ["test_a::test_x"])
-        entries = fingerprint(self.root)
+        self.assertEqual(before.failing, ["test_a.py::test_x"])
+        entries = fingerprint(self.root).entries
         self.put("helper.egg-info/PKG-INFO", "Metadata-Version: 2.1\nName: helper\nVersion: 1\n")
         self.put("helper.egg-info/entry_points.txt", "[pytest11]\nhelper = helper_plugin\n")
         self.put("helper_plugin.py", """\
@@ -823,9 +1450,9 @@ class TamperingTest(SuiteCase):
                 report.longrepr = None
             """)
         after = self.suite(argv)
-        changes = compare(entries, fingerprint(self.root))
-        verdict = judge(before, after, protected_changes(changes, argv))
-        self.assertNotEqual(verdict.name, "VERIFIED", verdict.summary)
+        verdict = self.grade(argv, before, entries, after)
+        self.assertEqual(verdict.name, "REJECTED", verdict.summary)
+        self.assertIn("package metadata", verdict.summary)
 
 
 if __name__ == "__main__":

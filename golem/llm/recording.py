@@ -15,6 +15,7 @@ and the key's value is redacted wherever else it appears.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit
@@ -42,10 +43,19 @@ class Recorder:
         self.secrets = [str(s) for s in secrets if s]
         self._inner = inner
         try:
-            with open(path, "w", encoding="utf-8"):
-                pass
+            # opened once, never through a link, and kept: the run cannot redirect it later
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                         | os.O_APPEND | os.O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise UsageError(f"cannot write recording {path}: {exc.strerror}") from None
+            why = "it is a symbolic link" if exc.errno == 40 else exc.strerror
+            raise UsageError(f"cannot write recording {path}: {why}") from None
+        self._fd = fd
+
+    def __del__(self) -> None:
+        try:
+            os.close(self._fd)
+        except (AttributeError, OSError):
+            pass
 
     def __call__(self, url: str, payload: bytes, headers: dict[str, str], budget: float,
                  max_bytes: int) -> tuple[int, dict[str, str], bytes]:
@@ -66,9 +76,10 @@ class Recorder:
 
     def _append(self, exchange: dict[str, Any], secrets: list[str]) -> None:
         line = redact(json.dumps(exchange, ensure_ascii=False), secrets)
-        # Opened per exchange so a crashed run still leaves every exchange before the crash.
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
+        # Written whole per exchange, so a crashed run still leaves every one before the crash.
+        data = (line + "\n").encode("utf-8", errors="backslashreplace")
+        while data:
+            data = data[os.write(self._fd, data):]
 
 
 class Replayer:

@@ -51,7 +51,7 @@ def run_command(ctx: Context, argv: list[str]) -> str:
 
 def _selected(argv: list[str], select: str) -> list[str]:
     """The test command narrowed to tests matching `select` (unittest and pytest: `-k`)."""
-    from golem.workflow.suite import runner_of
+    from golem.workflow.verifier.suite import runner_of
     if runner_of(argv) not in ("unittest", "pytest"):
         raise ToolError("this test command cannot select tests; call run_tests without select")
     if select.startswith("-"):

@@ -13,13 +13,15 @@ import selectors
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from golem.errors import ToolError
 
-__all__ = ["Completed", "run", "command_env", "resolve_program", "ENV_ALLOWLIST"]
+__all__ = ["Completed", "run", "command_env", "resolve_program", "ENV_ALLOWLIST",
+           "become_subreaper", "reap_strays"]
 
 ENV_ALLOWLIST = (
     "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "PYENV_ROOT", "PYENV_VERSION",
@@ -54,6 +56,8 @@ class Completed:
     lines: int = 0
     omitted_lines: int = 0
     omitted_bytes: int = 0
+    evidence: bytes = b""
+    evidence_truncated: bool = False
 
 
 class _Capture:
@@ -103,6 +107,21 @@ class _Capture:
                 + tail.decode("utf-8", errors="replace")), True
 
 
+class _Whole:
+    """Keeps a stream whole up to `cap` bytes, and counts what it did not keep."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.data = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.cap - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+
+
 def _cut_head(data: bytes) -> bytes:
     """`data` without a UTF-8 sequence left incomplete at its end."""
     for back in range(1, min(4, len(data)) + 1):
@@ -131,59 +150,89 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def _read_until(sel: selectors.BaseSelector, fd: int, capture: _Capture, until: float,
+def _read_until(sel: selectors.BaseSelector, captures: dict[int, _Capture], until: float,
                 proc: subprocess.Popen | None = None) -> bool:
-    """Read into `capture` until EOF (True), `until` passes, or `proc` exits (False)."""
+    """Read into `captures` (fd -> capture) until every fd is at EOF (True), `until` passes,
+    or `proc` exits (False). A descriptor at EOF is unregistered."""
     while True:
+        if not sel.get_map():
+            return True
         left = until - time.monotonic()
         if left <= 0:
             return False
         if proc is not None and proc.poll() is not None:
             return False
-        for _key, _events in sel.select(min(left, _POLL)):
+        for key, _events in sel.select(min(left, _POLL)):
             try:
-                chunk = os.read(fd, 1 << 16)
+                chunk = os.read(key.fd, 1 << 16)
             except BlockingIOError:
                 continue
             if not chunk:
-                return True
-            capture.add(chunk)
+                sel.unregister(key.fd)
+                continue
+            captures[key.fd].add(chunk)
 
 
 def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: int = 32_000,
-        wrap: Callable[[list[str]], list[str]] | None = None) -> Completed:
+        wrap: Callable[[list[str]], list[str]] | None = None,
+        evidence: int = 0) -> Completed:
     """Run `argv` without a shell and return what happened; never raises for a bad program.
 
     stdin is /dev/null; stdout and stderr share one pipe. On timeout the whole process group
     gets SIGTERM, then SIGKILL, and the output so far is kept. `wrap` rewrites the argv just
-    before spawning (an OS sandbox wrapper).
+    before spawning (an OS sandbox wrapper). With `evidence` (a byte cap), the command also
+    gets a second pipe, named in its environment as GOLEM_EVIDENCE_FD, and what it writes
+    there comes back whole (up to the cap) in `Completed.evidence`.
     """
     argv = list(argv)
     spawn = wrap(list(argv)) if wrap is not None else argv
     start = time.monotonic()
+    records = -1
+    pass_fds: tuple[int, ...] = ()
+    if evidence:
+        records, write_end = os.pipe()
+        env = {**env, "GOLEM_EVIDENCE_FD": str(write_end)}
+        pass_fds = (write_end,)
     try:
         proc = subprocess.Popen(spawn, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True, pass_fds=pass_fds)
     except (OSError, ValueError) as exc:
+        for fd in (records, *pass_fds):
+            if fd >= 0:
+                os.close(fd)
         reason = getattr(exc, "strerror", None) or str(exc)
         name = argv[0] if argv else ""
         return Completed(argv, None, f"cannot start {name!r}: {reason}", False,
                          time.monotonic() - start, False)
+    finally:
+        for fd in pass_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    with _LOCK:
+        _LEADERS.add(proc.pid)
     capture = _Capture(cap)
+    record_capture = _Whole(evidence) if evidence else None
     timed_out = False
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
+    captures = {fd: capture}
     os.set_blocking(fd, False)
+    if record_capture is not None:
+        os.set_blocking(records, False)
+        captures[records] = record_capture
     try:
         with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
+            for each in captures:
+                sel.register(each, selectors.EVENT_READ)
             deadline = start + timeout
-            eof = _read_until(sel, fd, capture, deadline, proc)
+            eof = _read_until(sel, captures, deadline, proc)
             if not eof and proc.poll() is not None:
                 # The child is gone; its output may still be in flight, or a grandchild may
                 # hold the pipe open forever. Read a little longer, then stop waiting for it.
-                eof = _read_until(sel, fd, capture, min(deadline, time.monotonic() + EXIT_GRACE))
+                eof = _read_until(sel, captures, min(deadline, time.monotonic() + EXIT_GRACE))
             if proc.poll() is None:
                 try:
                     proc.wait(max(0.0, deadline - time.monotonic()))
@@ -193,7 +242,7 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
                 _killpg(proc.pid, signal.SIGTERM)
                 grace_end = time.monotonic() + TERM_GRACE
                 if not eof:
-                    eof = _read_until(sel, fd, capture, grace_end, proc)
+                    eof = _read_until(sel, captures, grace_end, proc)
                 try:
                     proc.wait(max(0.0, grace_end - time.monotonic()))
                 except subprocess.TimeoutExpired:
@@ -201,16 +250,95 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
             # Whatever is left of the group (stragglers, background grandchildren) goes too.
             _killpg(proc.pid, signal.SIGKILL)
             if not eof:
-                _read_until(sel, fd, capture, time.monotonic() + DRAIN_LIMIT)
+                _read_until(sel, captures, time.monotonic() + DRAIN_LIMIT)
     finally:
         proc.stdout.close()
+        if records >= 0:
+            os.close(records)
         # On Ctrl-C the group, in its own session, got no SIGINT: end all of it. The leader
         # is not reaped yet, so its pid (the group id) cannot have been reused.
         _killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        with _LOCK:
+            _LEADERS.discard(proc.pid)
+        reap_strays()
     output, truncated = capture.text()
-    return Completed(argv, proc.returncode, output, timed_out, time.monotonic() - start,
+    done = Completed(argv, proc.returncode, output, timed_out, time.monotonic() - start,
                      truncated, capture.lines, capture.omitted_lines, capture.omitted_bytes)
+    if record_capture is not None:
+        done.evidence = bytes(record_capture.data)
+        done.evidence_truncated = record_capture.total > len(record_capture.data)
+    return done
+
+
+# Process groups of the commands running now; a process re-parented to golem in any other
+# group (it left its command's group with setsid or setpgid) is a stray.
+_LEADERS: set[int] = set()
+_LOCK = threading.Lock()
+_SUBREAPER = [False]
+
+
+def become_subreaper() -> bool:
+    """Make golem the parent of every orphaned descendant (Linux `PR_SET_CHILD_SUBREAPER`),
+    so a process that escapes its command's group comes back to golem, which ends it. True
+    when that took effect."""
+    if _SUBREAPER[0]:
+        return True
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        _SUBREAPER[0] = libc.prctl(36, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError, ImportError):
+        _SUBREAPER[0] = False
+    return _SUBREAPER[0]
+
+
+def _children() -> list[tuple[int, int]]:
+    """(pid, process group) of golem's own child processes."""
+    me, found = os.getpid(), []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and int(fields[1]) == me:
+            found.append((int(name), int(fields[2])))
+    return found
+
+
+def reap_strays(rounds: int = 50) -> int:
+    """End every process that left a finished command's group and came back to golem (see
+    `become_subreaper`), and whatever it started; returns how many were ended."""
+    if not _SUBREAPER[0]:
+        return 0
+    own_group, ended = os.getpgrp(), 0
+    for _ in range(rounds):
+        with _LOCK:
+            live = set(_LEADERS)
+        strays = [(pid, group) for pid, group in _children()
+                  if group != own_group and group not in live and pid not in live]
+        if not strays:
+            return ended
+        for pid, group in strays:
+            _killpg(group, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid, _ in strays:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            ended += 1
+    return ended
 
 
 def command_env(home: str, tmpdir: str, extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -32,29 +32,38 @@ def _hidden_under(path: str, hidden: list[str]) -> bool:
     return any(path == h or path.startswith(h + "/") for h in hidden)
 
 
-def _binds_back(hidden: list[str], env_path: str) -> list[str]:
-    """Directories under a hidden home that commands still need: Pythons and PATH entries."""
-    wanted = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+def _binds_back(hidden: list[str], env_path: str, wanted: tuple[str, ...] = ()) -> list[str]:
+    """Directories under a hidden tree that commands still need: Pythons, PATH entries (a
+    virtual environment whole, when one is on PATH) and the `wanted` directories."""
+    keep = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                          *wanted) if os.path.isdir(p)}
     for entry in env_path.split(os.pathsep):
         if entry and os.path.isdir(entry):
-            wanted.add(os.path.realpath(entry))
-            # pyenv-style shims and version trees live next to each other
-            parent = os.path.dirname(os.path.realpath(entry))
-            if os.path.basename(parent) in TOOL_TREES:
-                wanted.add(parent)
-    keep = sorted(p for p in wanted if _hidden_under(p, hidden))
+            real = os.path.realpath(entry)
+            keep.add(real)
+            # pyenv-style shims and version trees live next to each other; a virtual
+            # environment's bin needs the environment around it
+            parent = os.path.dirname(real)
+            if os.path.basename(parent) in TOOL_TREES or \
+                    os.path.isfile(os.path.join(parent, "pyvenv.cfg")):
+                keep.add(parent)
+    chosen = sorted(p for p in keep if _hidden_under(p, hidden))
     # drop any path already covered by a shorter one
-    return [p for p in keep if not any(p != q and p.startswith(q + "/") for q in keep)]
+    return [p for p in chosen if not any(p != q and p.startswith(q + "/") for q in chosen)]
 
 
-def bwrap_argv(bwrap: str, root: str, scratch: str, env_path: str,
-               read_only: tuple[str, ...] = ()) -> list[str]:
-    """The bubblewrap prefix for commands in workspace `root`; `read_only` directories are
-    bound back read-only even where a home or /tmp hides them."""
-    hidden = [h for h in HIDDEN if os.path.isdir(h)]
+def bwrap_argv(bwrap: str, root: str, scratch: str | tuple[str, ...], env_path: str,
+               read_only: tuple[str, ...] = (), hidden: tuple[str, ...] = (),
+               tools: tuple[str, ...] = ()) -> list[str]:
+    """The bubblewrap prefix for commands in `root` (bound read-write, as are the `scratch`
+    directories). `read_only` directories are bound back read-only, wherever they are;
+    `hidden` ones are covered with an empty tmpfs first (the real workspace, while a copy of
+    it is graded); `tools` are directories a command needs (the test interpreter's), bound
+    read-only where /tmp, /run or a home would hide them."""
+    covered = [h for h in HIDDEN if os.path.isdir(h)]
     home = os.path.expanduser("~")
-    if os.path.isdir(home) and not _hidden_under(home, hidden) and home != "/":
-        hidden.append(home)
+    if os.path.isdir(home) and not _hidden_under(home, covered) and home != "/":
+        covered.append(home)
     # --cap-drop ALL matters when golem runs as root: bubblewrap then keeps the capabilities,
     # and CAP_SYS_ADMIN would let the command unmount the tmpfs over /root or remount / rw.
     args = [bwrap, "--new-session", "--die-with-parent", "--cap-drop", "ALL", "--unshare-pid",
@@ -64,21 +73,26 @@ def bwrap_argv(bwrap: str, root: str, scratch: str, env_path: str,
     # /run/user) would otherwise stay reachable, since --unshare-net does not cover them.
     if os.path.isdir("/run"):
         args += ["--tmpfs", "/run"]
-    for path in hidden:
+    for path in covered:
         args += ["--tmpfs", path]
-    for path in _binds_back(hidden, env_path):
+    for path in _binds_back(covered + ["/tmp", "/run"], env_path, tools):
         args += ["--ro-bind", path, path]
         for name in TREE_SECRETS.get(os.path.basename(path), ()):
             secret = os.path.join(path, name)
             if os.path.isfile(secret) and not os.path.islink(secret):
                 args += ["--ro-bind", "/dev/null", secret]
+    for path in hidden:
+        if os.path.isdir(path):
+            args += ["--tmpfs", path]
     for path in read_only:
         args += ["--ro-bind", path, path]
-    args += ["--bind", scratch, scratch, "--bind", root, root]
+    for path in (scratch,) if isinstance(scratch, str) else scratch:
+        args += ["--bind", path, path]
+    args += ["--bind", root, root]
     git = os.path.join(root, ".git")
     if os.path.islink(git):
         # bubblewrap cannot mount onto a link; bind where it leads (the verification copy's
-        # `.git` leads to the workspace's)
+        # `.git` leads to the workspace's, which was checked to be a real directory)
         git = os.path.realpath(git)
     if os.path.exists(git):
         args += ["--ro-bind", git, git]
@@ -102,12 +116,14 @@ def usable(bwrap: str) -> str | None:
     return None
 
 
-def wrapper(mode: str, root: str, scratch: str, env_path: str | None = None,
-            read_only: tuple[str, ...] = ()) -> tuple[Callable[[list[str]], list[str]] | None,
-                                                      str]:
+def wrapper(mode: str, root: str, scratch: str | tuple[str, ...], env_path: str | None = None,
+            read_only: tuple[str, ...] = (), hidden: tuple[str, ...] = (),
+            tools: tuple[str, ...] = ()) -> tuple[Callable[[list[str]], list[str]] | None, str]:
     """The argv transformer for `mode`, and a sentence saying what it promises.
 
-    `read_only` names directories outside `root` that commands may read (never write)."""
+    `read_only` names directories outside `root` that commands may read (never write),
+    `hidden` directories they must not see, `tools` directories they need to run at all;
+    see `bwrap_argv`."""
     if mode not in MODES:
         raise UsageError(f"unknown -sandbox {mode!r}; choose one of: {', '.join(MODES)}")
     bwrap = shutil.which("bwrap") if mode != "none" else None
@@ -123,5 +139,5 @@ def wrapper(mode: str, root: str, scratch: str, env_path: str | None = None,
                f"bubblewrap cannot run here: {broken}" if broken else "bubblewrap not installed")
         return None, f"none ({why}): commands run unconfined, with a scrubbed environment"
     prefix = bwrap_argv(bwrap, root, scratch, env_path or os.environ.get("PATH", ""),
-                        tuple(read_only))
+                        tuple(read_only), tuple(hidden), tuple(tools))
     return (lambda argv: prefix + argv), "bwrap: read-only system, no network, homes hidden"

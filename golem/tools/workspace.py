@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from golem.errors import ToolError, UsageError
+from golem.tools import tree
 
 __all__ = ["DEFAULT_SKIP", "Workspace"]
 
@@ -367,18 +368,17 @@ class Workspace:
             fd = self._open_parts(parts, path)
         except ToolError:
             return
+        prefix = "/".join(parts) + "/" if parts else ""
         try:
-            with os.scandir(fd) as it:
-                entries = sorted((e.name, e.is_dir(follow_symlinks=False),
-                                  e.is_file(follow_symlinks=False)) for e in it)
+            found = [(item.rel, item.kind) for item in
+                     tree.walk(fd, lambda rel, name: pruned(name))]
+        except tree.TreeError as exc:
+            raise ToolError(f"cannot list {path!r}: the tree is {exc}") from None
         finally:
             os.close(fd)
-        for name, is_dir, is_file in entries:
-            if is_dir:
-                if not pruned(name):
-                    yield from self._walk_tree(parts + [name], path, pruned)
-            elif is_file:
-                yield "/".join(parts + [name])
+        for rel, kind in found:
+            if kind == "file":
+                yield prefix + rel
 
     # -- writing ----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any, Iterable, TextIO
 
 from golem.errors import UsageError
 from golem.trace.console import Console
+from golem.trace.text import printable
 
 REDACTED = "[redacted]"
 
@@ -110,8 +111,12 @@ class Trace:
         self.secrets = [s for s in secrets if s]
         self._console = Console(console) if console is not None else None
         # backslashreplace: a lone surrogate from a model reply must not crash the run
-        self._file = (open(path, "a", encoding="utf-8", errors="backslashreplace")
-                      if path else None)
+        from golem.tools.tree import open_append    # golem.tools imports this module
+        try:
+            self._file = open_append(path) if path else None
+        except OSError as exc:
+            why = "it is a symbolic link" if exc.errno == 40 else exc.strerror
+            raise UsageError(f"cannot write the trace {path}: {why}") from None
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         """Record one event now; returns the record as written (before redaction)."""
@@ -126,7 +131,8 @@ class Trace:
             self._file.flush()
         if self._console is not None:
             text = render(record)
-            self._console.show(record, None if text is None else redact(text, self.secrets))
+            self._console.show(record, None if text is None
+                               else printable(redact(text, self.secrets)))
         return record
 
     def close(self) -> None:

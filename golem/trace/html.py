@@ -283,15 +283,11 @@ def page(events: list[Event], source: str = "") -> str:
 
 def write_report(trace_path: str, out_path: str) -> None:
     """Render the trace at `trace_path` to `out_path`, atomically; UsageError on bad input."""
+    from golem.tools.tree import write_output
     text = page(read_events(trace_path), trace_path)
-    tmp = f"{out_path}.{os.getpid()}.part"
     try:
-        with open(tmp, "w", encoding="utf-8", errors="replace") as handle:
-            handle.write(text)
-        os.replace(tmp, out_path)
+        # a fresh temporary name (O_EXCL, O_NOFOLLOW) renamed over the output: never a write
+        # through a link planted beside it
+        write_output(out_path, text.encode("utf-8", errors="replace").decode("utf-8"))
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise UsageError(f"cannot write {out_path}: {exc.strerror}") from None

@@ -1,32 +1,41 @@
 """`golem fix`: baseline, the agent run, then golem's own verdict.
 
-    baseline  run the suite (per-test evidence where the runner allows); green -> ALREADY_GREEN
+    baseline  run the suite in a scratch of its own (per-test evidence where the runner
+              allows); no evidence -> exit 2; green -> ALREADY_GREEN
     snapshot  fingerprint and keep a copy of every file, outside the workspace
-    agent     the model works under the budgets
-    verdict   compare with the snapshot (protected paths -> REJECTED), re-run the suite, grade
+    agent     the model works under the budgets, in the only scratch its commands may write
+    verdict   compare with the snapshot (protected paths -> REJECTED), then in a fresh scratch
+              re-run the suite in a rebuilt copy, and the new tests in a pass of their own
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from golem import agent
 from golem.agent import prompts
 from golem.llm import Provider
-from golem.tools import default_registry
+from golem.tools import default_registry, process, tree
 from golem.trace import Trace
-from golem.workflow import rebuild, repeat, runs
+from golem.workflow import runs
 from golem.workflow.patch import diffstat, file_diffs
-from golem.workflow.protect import new_tests, protected_changes
 from golem.workflow.setup import Options, Setup
-from golem.workflow.snapshot import Changes, Snapshot, compare, fingerprint
-from golem.workflow.suite import SuiteResult, run_suite
-from golem.workflow.suspicious import scan_changes
-from golem.workflow.verdict import advise, judge, mark_flaky
+from golem.workflow.verifier import agent_scratch, grade, rebuild, run_baseline
+from golem.workflow.verifier.grade import Verdict
+from golem.workflow.verifier.protect import Facts, import_roots
+from golem.workflow.verifier.snapshot import (Snapshot, compare, fingerprint, manifest,
+                                              manifest_changes)
+from golem.workflow.verifier.suite import SuiteResult
 
 # report fields the `verdict` trace event carries beside the grading itself
 VERDICT_EXTRAS = ("protected_changes", "claimed", "changed_files", "suspicious", "flaky",
-                  "verified_in")
+                  "verified_in", "new_tests", "new_test_results", "sealed")
+
+
+UNSEALED = ("this verdict is not sealed: without bubblewrap the model's commands ran as you, "
+            "and could have changed what golem relies on outside the workspace (the "
+            "interpreter, site-packages); see docs/security.md")
 
 
 def _tail(text: str, lines: int = 40, chars: int = 4000) -> str:
@@ -34,94 +43,170 @@ def _tail(text: str, lines: int = 40, chars: int = 4000) -> str:
     return tail[-chars:]
 
 
-def suite(setup: Setup, label: str) -> SuiteResult:
-    """Run the suite in the workspace and record it in the trace as `label`."""
-    result = run_suite(setup.command, cwd=setup.workspace.root, env=setup.env,
-                       scratch=setup.scratch, timeout=setup.options.suite_timeout,
-                       wrap=setup.wrap)
-    setup.trace.emit(label, summary=result.summary(), **result.to_json())
-    return result
-
-
 def base_report(setup: Setup, before: SuiteResult) -> dict:
     """The fields of the result that exist however the run ends."""
     return {"verdict": None, "stop": None, "steps": 0, "tool_calls": 0,
             "tokens": {"prompt": 0, "completion": 0, "cached": 0, "total": 0}, "cost": 0.0,
             "elapsed_s": 0.0, "changed_files": [], "protected_changes": [],
-            "new_tests": [], "tests": {"before": before.to_json(), "after": None},
+            "new_tests": [], "new_test_results": {}, "tests": {"before": before.to_json(),
+                                                               "after": None},
             "fixed": [], "still_failing": before.failing, "newly_failing": [], "missing": [],
             "claimed": "", "suspicious": [], "trace": setup.options.trace,
             "test_command": setup.command.text, "evidence": before.evidence,
-            "run_id": None, "patch": None, "error": None, "flaky": [], "verified_in": None}
+            "run_id": None, "patch": None, "error": None, "flaky": [], "verified_in": None,
+            "sealed": setup.sealed}
+
+
+def reserve_for_verification(options: Options, before: SuiteResult) -> float:
+    """Seconds of -wall kept back from the agent for the verification: twice the baseline's
+    run time plus ten seconds, at most half the wall."""
+    if options.budget.wall <= 0:
+        return 0.0
+    return min(options.budget.wall / 2, 2 * before.elapsed + 10.0)
+
+
+def unittest_dirs(argv: list[str]) -> set[str]:
+    """The start and top-level directories a `python -m unittest discover` names."""
+    found = set()
+    for flag, value in zip(argv, argv[1:]):
+        if flag in ("-s", "--start-directory", "-t", "--top-level-directory"):
+            found.add(os.path.normpath(value).strip("./") if value not in (".", "./") else "")
+    return found
+
+
+def facts_for(setup: Setup, baseline, snap: Snapshot, changes, trees_changed) -> Facts:
+    """What protects the tests, from the baseline and the snapshot."""
+    before = set(snap.entries)
+    interp = baseline.plan.interpreter
+    facts = Facts(test_argv=setup.command.argv, test_files=baseline.test_files, before=before,
+                  trees_changed=trees_changed)
+    if interp is not None and interp.names:
+        facts.outside_names = interp.names
+        facts.suffixes = interp.suffixes
+    added_tests = {p for p in changes.added if p.endswith(".py")}
+    facts.import_roots = import_roots(facts.test_files | added_tests, before | set(changes.added),
+                                      unittest_dirs(setup.command.argv))
+    return facts
 
 
 def fix(options: Options, provider: Provider, trace: Trace, model: str,
         secrets: list[str]) -> dict:
     """Run `golem fix` and return its result (the `-json` object, plus `exit_code`)."""
     with Setup(options, trace) as setup:
-        before = suite(setup, "baseline")
+        root = setup.workspace.root
+        patch_path = resolved(options.patch)
+        baseline = run_baseline(setup.verifier, setup.command, root,
+                                cache=lambda interp: runs.cache_for(interp, root))
+        setup.keep(baseline.phase)
+        before = baseline.result
         report = base_report(setup, before)
         if before.passed:
             summary = "ALREADY_GREEN: the suite passes before any change; no model was called"
             trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
 
-        run_id, run_dir = runs.new_run(setup.workspace.root)
-        snap = Snapshot.take(setup.workspace.root, run_dir)
-        registry = default_registry(setup.context(), secrets)
+        run_id, run_dir = runs.new_run(root)
+        snap = Snapshot.take(root, run_dir)
+        runs.record_root(run_dir, snap.root_id)
+        phase, env, wrap = agent_scratch(setup.verifier, baseline, root)
+        setup.keep(phase)
+        registry = default_registry(setup.context(env, wrap), secrets)
         task = prompts.fix_task(setup.command.text, before.failing, _tail(before.output))
-        outcome = agent.run(provider, registry, model=model, system=prompts.FIX, task=task,
-                            budget=options.budget, trace=trace,
-                            max_tokens=options.provider.max_tokens, window=options.window,
-                            context=options.context)
+        reserve = reserve_for_verification(options, before)
+        budget = dataclasses.replace(options.budget, wall=options.budget.wall - reserve) \
+            if reserve else options.budget
+        try:
+            outcome = agent.run(provider, registry, model=model, system=prompts.FIX, task=task,
+                                budget=budget, trace=trace,
+                                max_tokens=options.provider.max_tokens, window=options.window,
+                                context=options.context)
+        finally:
+            # every process of the agent's phase is gone before anything is read back
+            process.reap_strays()
+            phase.close()
 
-        after_files = fingerprint(setup.workspace.root)
-        changes = _without(compare(snap.entries, after_files),
-                           _own_files(setup.workspace.root, options))
-        runs.finish_run(run_dir, changes, after_files)
-        protected = protected_changes(changes, setup.command.argv)
-        findings = scan_changes(setup.workspace.root, changes, protected, snap.original,
-                                snap.entries, before.failing)
-        if findings:
-            trace.emit("suspicious", findings=findings)
         usage = outcome.usage
         report.update(stop=outcome.stop, steps=outcome.steps, tool_calls=outcome.tool_calls,
                       tokens=usage.to_json(),
                       cost=round(usage.cost or 0.0, 6), elapsed_s=round(outcome.elapsed, 3),
-                      changed_files=changes.all, new_tests=new_tests(changes),
-                      protected_changes=[{"path": p, "reason": r} for p, r in protected],
-                      claimed=outcome.claimed, error=outcome.error, run_id=run_id,
-                      suspicious=findings)
+                      claimed=outcome.claimed, error=outcome.error, run_id=run_id)
+        try:
+            after_files = fingerprint(root, deps=snap.deps)
+        except tree.TreeError as exc:
+            runs.finish_run(run_dir, None, None)
+            summary = f"FAILED: the run left a tree golem cannot walk: {exc}"
+            verdict = Verdict("FAILED", summary)
+            report.update(exit_code=verdict.exit_code, **verdict.fields())
+            trace.emit("verdict", **verdict.fields())
+            return report
+        changes = compare(snap.entries, after_files.entries).without(_own_files(root, options))
+        runs.finish_run(run_dir, changes, after_files.entries)
         if changes.all:
             trace.emit("note", message=f"run {run_id} changed {len(changes.all)} file(s); "
                        f"`golem undo {run_id}` puts them back", run_id=run_id)
         if outcome.stop == "interrupted":
             raise KeyboardInterrupt
-
-        # the re-run happens in a copy rebuilt from the snapshot plus the allowed changes only
-        copy = rebuild.from_snapshot(snap, setup.workspace.root,
-                                     rebuild.target_for(setup.scratch, setup.workspace.root),
-                                     changes, {p for p, _ in protected})
-        after, wrap = rebuild.run_in_copy(setup, copy)
-        verdict = judge(before, after, protected)
-        flaky = repeat.after_grading(setup, copy.root, wrap, before, after, verdict.name)
-        verdict = advise(mark_flaky(verdict, flaky), findings, options.strict)
+        trees_changed = manifest_changes(snap.manifest, manifest(root, snap.deps))
+        facts = facts_for(setup, baseline, snap, changes, trees_changed)
+        links = snap.deps + ([".git"] if os.path.isdir(os.path.join(root, ".git"))
+                             and not os.path.islink(os.path.join(root, ".git")) else [])
+        grading = grade(setup.verifier, baseline, root, changes, facts,
+                        lambda target, exclude: rebuild.from_snapshot(
+                            snap, root, target, changes, exclude, links),
+                        lambda rel: _original(snap, rel), strict=options.strict,
+                        repeats=options.repeat)
+        verdict = grading.verdict
         if outcome.stop == "declined" and verdict.name == "FAILED":
             # a clean exit for a task that cannot be done honestly: say so beside the evidence
             verdict.summary += ("; the model declined, saying the task cannot be done without "
                                 "changing the tests")
-        report.update(flaky=flaky, verified_in="copy", exit_code=verdict.exit_code,
-                      **verdict.fields())
-        report["tests"]["after"] = after.to_json()
-        diffs = file_diffs(setup.workspace.root, snap, changes.all)   # each file read once
-        report["diffstat"] = diffstat("".join(diffs.values()))
+        protected = grading.protected
+        report.update(changed_files=changes.all, new_tests=grading.new_tests,
+                      new_test_results=grading.new_results,
+                      protected_changes=[{"path": p, "reason": r} for p, r in protected],
+                      suspicious=grading.findings, flaky=grading.flaky,
+                      verified_in="copy" if grading.after is not None else None,
+                      exit_code=verdict.exit_code, **verdict.fields())
+        report["tests"]["after"] = grading.after.to_json() if grading.after else None
+        held = {p for p, _ in protected}
+        diffs = file_diffs(root, snap, changes.all)     # each file read once
+        report["diffstat"] = diffstat(diffs)
         if options.patch:
-            protected_paths = {p for p, _ in protected}
-            _write_patch(options.patch,
-                         "".join(d for p, d in diffs.items() if p not in protected_paths))
+            write_output(root, patch_path,
+                         "".join(d for p, d in diffs.items() if p not in held))
             report["patch"] = options.patch
+        if not setup.sealed:
+            trace.emit("note", message=UNSEALED)
         trace.emit("verdict", **verdict.fields(), **{key: report[key] for key in VERDICT_EXTRAS})
         return report
+
+
+def write_output(root: str, path: str, text: str) -> None:
+    """Write one of golem's output files atomically, never through a link; inside the
+    workspace, through the same no-link walk as every write golem makes there."""
+    full = os.path.abspath(path)
+    if full.startswith(root + os.sep):
+        rel = os.path.relpath(full, root).replace(os.sep, "/")
+        with tree.Writer(root) as writer:
+            writer.write(rel, text.encode("utf-8", errors="surrogateescape"), 0o644)
+        return
+    tree.write_output(full, text)
+
+
+def resolved(path: str | None) -> str | None:
+    """`path` with its directory resolved now, before the model runs: where it leads is
+    decided by the tree as the user gave it, not as the run left it."""
+    if not path:
+        return None
+    full = os.path.abspath(path)
+    return os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
+
+
+def _original(snap: Snapshot, rel: str) -> bytes | None:
+    try:
+        return snap.original(rel)
+    except OSError:
+        return None     # a damaged kept copy: the scan treats the file as new
 
 
 def _own_files(root: str, options: Options) -> set[str]:
@@ -133,15 +218,3 @@ def _own_files(root: str, options: Options) -> set[str]:
             if not rel.startswith(".."):
                 own.add(rel.replace(os.sep, "/"))
     return own
-
-
-def _without(changes: Changes, paths: set[str]) -> Changes:
-    keep = lambda names: [n for n in names if n not in paths]
-    return Changes(keep(changes.added), keep(changes.modified), keep(changes.removed))
-
-
-def _write_patch(path: str, text: str) -> None:
-    tmp = f"{path}.part"
-    with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as handle:
-        handle.write(text)
-    os.replace(tmp, path)

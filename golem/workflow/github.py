@@ -5,10 +5,15 @@ from __future__ import annotations
 import os
 from typing import TextIO
 
+from golem.tools.tree import open_append
+from golem.trace.text import printable
+
 
 def _escape(text: str) -> str:
-    """Workflow-command data escaping (%, CR, LF), so a test id cannot inject a command."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Workflow-command data escaping (%, CR, LF), so a test id cannot inject a command;
+    other control characters and undecodable bytes become visible escapes."""
+    text = printable(text.replace("%", "%25"))
+    return text.replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _escape_property(text: str) -> str:
@@ -73,7 +78,7 @@ def publish(report: dict, out: TextIO) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if path:
         try:
-            with open(path, "a", encoding="utf-8") as handle:
-                handle.write(summary_markdown(report))
+            with open_append(path) as handle:      # never through a link
+                handle.write(printable(summary_markdown(report)))
         except OSError:
             pass  # a summary we cannot write must not change the verdict

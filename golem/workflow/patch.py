@@ -1,4 +1,14 @@
-"""A unified diff of a run's changes that `git apply` takes in the workspace."""
+"""A unified diff of a run's changes that `git apply` takes in the workspace.
+
+Names are written exactly as git writes them: quoted, with C escapes and octal bytes, when
+they hold a quote, a backslash, a control character or a byte outside ASCII, and with a tab
+after a name that holds a space, so `git apply` recreates exactly the changed names and
+nothing else (a name with a newline in it cannot smuggle a second file into the patch).
+Links are diffed as git stores them (their target) and mode changes are kept. Text is diffed
+only up to 1 MB a file; a larger or binary file becomes a binary patch up to 4 MB, and above
+that a "Binary files ... differ" line that `git apply` refuses, so such a file is never
+applied half.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +17,43 @@ import difflib
 import hashlib
 import os
 import re
+import stat
 import zlib
 
-from golem.workflow.snapshot import Snapshot
+from golem.tools import tree
+from golem.workflow.verifier.snapshot import Snapshot
 
+TEXT_CAP = 1_000_000
+BINARY_CAP = 4_000_000
 _LINE = re.compile(rb"[^\n]*\n|[^\n]+\Z")
+_ESCAPES = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r",
+            34: '\\"', 92: "\\\\"}
 
 
-def _lines(data: bytes | None) -> list[str] | None:
-    """Lines split on \\n only (as git does), or None for binary content."""
-    if data is None:
-        return []
-    if b"\0" in data[:8192]:
+def quote(name: str) -> str:
+    """`name` as git writes it in a diff (core.quotePath on)."""
+    data = name.encode("utf-8", errors="surrogateescape")
+    if not any(b < 0x20 or b >= 0x7F or b in (34, 92) for b in data):
+        return name
+    out = []
+    for byte in data:
+        if byte in _ESCAPES:
+            out.append(_ESCAPES[byte])
+        elif byte < 0x20 or byte >= 0x7F:
+            out.append(f"\\{byte:03o}")
+        else:
+            out.append(chr(byte))
+    return '"' + "".join(out) + '"'
+
+
+def _side(prefix: str, rel: str, line: bool = False) -> str:
+    text = quote(prefix + rel)
+    return text + ("\t" if line and " " in rel and not text.startswith('"') else "")
+
+
+def _lines(data: bytes) -> list[str] | None:
+    """Lines split on \\n only (as git does), or None for content to treat as binary."""
+    if b"\0" in data[:8192] or len(data) > TEXT_CAP:
         return None
     return [line.decode("utf-8", errors="surrogateescape") for line in _LINE.findall(data)]
 
@@ -50,40 +85,86 @@ def _binary_hunk(data: bytes) -> str:
     return "\n".join(rows) + "\n\n"
 
 
-def file_diff(rel: str, old: bytes | None, new: bytes | None) -> str:
-    """The git-style diff of one file (old None: created; new None: deleted)."""
-    a, b = _lines(old), _lines(new)
-    header = f"diff --git a/{rel} b/{rel}\n"
+def _git_mode(mode: int | None, link: bool) -> str:
+    if link:
+        return "120000"
+    return "100755" if mode is not None and mode & 0o111 else "100644"
+
+
+def file_diff(rel: str, old: bytes | None, new: bytes | None, old_mode: int | None = None,
+              new_mode: int | None = None, old_link: bool = False,
+              new_link: bool = False) -> str:
+    """The git-style diff of one file (old None: created; new None: deleted). A link's
+    content is its target; `*_mode` are permission bits."""
+    a_mode, b_mode = _git_mode(old_mode, old_link), _git_mode(new_mode, new_link)
+    header = f"diff --git {_side('a/', rel)} {_side('b/', rel)}\n"
     if old is None:
-        header += "new file mode 100644\n"
+        header += f"new file mode {b_mode}\n"
     elif new is None:
-        header += "deleted file mode 100644\n"
+        header += f"deleted file mode {a_mode}\n"
+    elif a_mode != b_mode:
+        header += f"old mode {a_mode}\nnew mode {b_mode}\n"
+    if old is not None and new is not None and old == new:
+        return header if a_mode != b_mode else ""
+    a = [] if old is None else _lines(old)
+    b = [] if new is None else _lines(new)
     if a is None or b is None:
+        if len(old or b"") > BINARY_CAP or len(new or b"") > BINARY_CAP:
+            return (header + f"Binary files {_side('a/', rel) if old is not None else '/dev/null'}"
+                    f" and {_side('b/', rel) if new is not None else '/dev/null'} differ\n")
         return (header + f"index {_blob_id(old)}..{_blob_id(new)}\nGIT binary patch\n"
                 + _binary_hunk(new or b"") + _binary_hunk(old or b""))
-    body = difflib.unified_diff(a, b, "/dev/null" if old is None else f"a/{rel}",
-                                "/dev/null" if new is None else f"b/{rel}", n=3)
+    body = difflib.unified_diff(a, b, "/dev/null" if old is None else _side("a/", rel, True),
+                                "/dev/null" if new is None else _side("b/", rel, True), n=3,
+                                lineterm="\n")
     text = "".join(_mark_missing_newline(list(body)))
     if text or old is None or new is None:
         return header + text   # an empty created or deleted file is the header alone
     return ""
 
 
-def diffstat(patch: str) -> dict[str, list[int]]:
-    """Lines added and removed per file in a patch made by `make_patch`."""
-    stat: dict[str, list[int]] = {}
-    current = None
-    for line in patch.splitlines():
-        if line.startswith("diff --git a/"):
-            current = line[len("diff --git a/"):].split(" b/", 1)[0]
-            stat[current] = [0, 0]
-        elif current is None or line.startswith(("+++ ", "--- ")):
-            continue
-        elif line.startswith("+"):
-            stat[current][0] += 1
-        elif line.startswith("-"):
-            stat[current][1] += 1
-    return stat
+def diffstat(diffs: dict[str, str]) -> dict[str, list[int]]:
+    """Lines added and removed per file, from `file_diffs`."""
+    stat_: dict[str, list[int]] = {}
+    for rel, text in diffs.items():
+        added = removed = 0
+        in_hunk = False
+        for line in text.splitlines():
+            if line.startswith("@@"):
+                in_hunk = True
+            elif in_hunk and line.startswith("+"):
+                added += 1
+            elif in_hunk and line.startswith("-"):
+                removed += 1
+        stat_[rel] = [added, removed]
+    return stat_
+
+
+def _current(root: str, rel: str) -> tuple[bytes | None, int | None, bool]:
+    """(content, mode, is a link) of `rel` now, read without following a link; a file over
+    the binary cap is read only far enough to know it."""
+    try:
+        parts, name = tree.split(rel)
+        dir_fd = tree.open_dir(root, parts)
+    except (OSError, tree.TreeError):
+        return None, None, False
+    try:
+        info = tree.lstat_at(dir_fd, name)
+        if info is None:
+            return None, None, False
+        if stat.S_ISLNK(info.st_mode):
+            return os.fsencode(os.readlink(name, dir_fd=dir_fd)), None, True
+        if not stat.S_ISREG(info.st_mode):
+            return None, None, False
+        fd, info = tree.open_file(dir_fd, name)
+        try:
+            return tree.read_limited(fd, BINARY_CAP + 1), stat.S_IMODE(info.st_mode), False
+        finally:
+            os.close(fd)
+    except OSError:
+        return None, None, False
+    finally:
+        os.close(dir_fd)
 
 
 def make_patch(root: str, snap: Snapshot, paths: list[str]) -> str:
@@ -95,13 +176,26 @@ def file_diffs(root: str, snap: Snapshot, paths: list[str]) -> dict[str, str]:
     """Each path's diff from the snapshot to the workspace as it is now, in path order."""
     parts = {}
     for rel in sorted(paths):
-        old = snap.original(rel) if rel in snap.entries else None
-        full = os.path.join(root, *rel.split("/"))
-        new = None
-        if os.path.isfile(full) and not os.path.islink(full):
-            with open(full, "rb") as handle:
-                new = handle.read()
+        entry = snap.entries.get(rel)
+        old, old_mode, old_link = None, None, False
+        if entry is not None:
+            old_link = entry.is_link
+            try:
+                old = os.fsencode(entry.link_target) if old_link else snap.original(rel)
+            except OSError:
+                old = None          # the kept copy is damaged: say only that it differs
+            old_mode = entry.mode
+        new, new_mode, new_link = _current(root, rel)
+        if entry is not None and old is None:     # too large to have been kept
+            side = _side("b/", rel) if new is not None else "/dev/null"
+            diff = (f"diff --git {_side('a/', rel)} {_side('b/', rel)}\n"
+                    + ("" if new is not None else f"deleted file mode {_git_mode(old_mode, False)}\n")
+                    + f"Binary files {_side('a/', rel)} and {side} differ\n")
+            parts[rel] = diff
+            continue
         if old is None and new is None:
             continue
-        parts[rel] = file_diff(rel, old, new)
+        diff = file_diff(rel, old, new, old_mode, new_mode, old_link, new_link)
+        if diff:
+            parts[rel] = diff
     return parts

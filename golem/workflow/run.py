@@ -5,9 +5,10 @@ from __future__ import annotations
 from golem import agent
 from golem.agent import prompts
 from golem.llm import Provider
-from golem.tools import default_registry
+from golem.tools import default_registry, process
 from golem.trace import Trace
 from golem.workflow.setup import Options, Setup
+from golem.workflow.verifier import agent_scratch
 
 ASK = """\
 You answer questions about the files in a directory, using only what the files say. Use \
@@ -31,13 +32,18 @@ def _report(outcome: agent.Outcome, options: Options) -> dict:
 def _converse(options: Options, provider: Provider, trace: Trace, model: str, system: str,
               task: str, secrets: list[str], read_only: bool) -> dict:
     with Setup(options, trace, need_tests=False) as setup:
-        registry = default_registry(setup.context(), secrets, read_only=read_only)
+        phase, env, wrap = agent_scratch(setup.verifier, None, setup.workspace.root)
+        setup.keep(phase)
+        registry = default_registry(setup.context(env, wrap), secrets, read_only=read_only)
         if setup.command is None:
             registry.tools.pop("run_tests", None)
-        outcome = agent.run(provider, registry, model=model, system=system, task=task,
-                            budget=options.budget, trace=trace,
-                            max_tokens=options.provider.max_tokens, window=options.window,
-                            context=options.context)
+        try:
+            outcome = agent.run(provider, registry, model=model, system=system, task=task,
+                                budget=options.budget, trace=trace,
+                                max_tokens=options.provider.max_tokens, window=options.window,
+                                context=options.context)
+        finally:
+            process.reap_strays()
         if outcome.stop == "interrupted":
             raise KeyboardInterrupt
         return _report(outcome, options)

@@ -3,20 +3,28 @@
 Each run that may change files gets a directory under the state directory
 (`$GOLEM_STATE_DIR`, else `$XDG_STATE_HOME/golem`, else `~/.local/state/golem`), outside the
 workspace: `runs/<id>/snapshot.json` and `store/` hold every file as it was before the run;
-`run.json` names the workspace and, once the run ends, the paths it changed and their content
-at that moment, so `undo` never overwrites work done after the run without being told to.
+`run.json` names the workspace (and its device and inode), and, once the run ends, the paths
+it changed and their content at that moment, so `undo` never overwrites work done after the
+run without being told to.
+
+`undo` writes through `golem.tools.tree.Writer`: every path is walked from a descriptor of the
+workspace without following a link, so a directory the run swapped for a link makes undo
+refuse that path and say so, never write where the link leads.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
-import shutil
+import stat
 import time
 
 from golem.errors import UsageError
-from golem.workflow.snapshot import Changes, Entry, Snapshot, compare, fingerprint
+from golem.tools import tree
+from golem.workflow.verifier.snapshot import Changes, Entry, Snapshot, _large, compare, \
+    fingerprint
 
 
 def state_dir() -> str:
@@ -28,20 +36,46 @@ def state_dir() -> str:
     return base
 
 
+def cache_for(interpreter: str, workspace: str) -> str:
+    """golem's bytecode cache for `interpreter` and `workspace` (see scratch.cache_dir);
+    the state directory must lie outside the workspace, where no command can write it."""
+    state = os.path.realpath(state_dir())
+    if state == workspace or state.startswith(workspace + os.sep):
+        raise UsageError(f"the state directory {state} is inside the workspace; set "
+                         "GOLEM_STATE_DIR to a directory outside it")
+    from golem.workflow.verifier.scratch import cache_dir
+    return cache_dir(state, interpreter, workspace)
+
+
+def _runs_dir() -> str:
+    """The directory of run directories, made (0700) if missing; never a link."""
+    path = os.path.join(state_dir(), "runs")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"{path} is not a directory (a link or a file is in its place)")
+    return path
+
+
 def new_run(root: str) -> tuple[str, str]:
     """A fresh run id and its directory, recorded as belonging to workspace `root`."""
-    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-    path = os.path.join(state_dir(), "runs", run_id)
-    os.makedirs(path, mode=0o700)
+    runs = _runs_dir()
+    for _ in range(10):
+        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+        path = os.path.join(runs, run_id)
+        try:
+            os.mkdir(path, 0o700)       # never an existing directory, nor a link planted
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise UsageError(f"cannot make a run directory in {runs}")
     _write(path, {"id": run_id, "workspace": root, "started": time.time(), "changed": None})
     return run_id, path
 
 
 def _write(path: str, manifest: dict) -> None:
-    tmp = os.path.join(path, "run.json.part")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=1)
-    os.replace(tmp, os.path.join(path, "run.json"))
+    tree.write_output(os.path.join(path, "run.json"), json.dumps(manifest, indent=1))
 
 
 def _read(path: str) -> dict:
@@ -52,10 +86,19 @@ def _read(path: str) -> dict:
         raise UsageError(f"run directory {path} is missing or damaged") from None
 
 
-def finish_run(path: str, changes: Changes, after: dict[str, Entry]) -> None:
-    """Record which paths the run changed and what they held when it ended."""
+def record_root(path: str, root_id: tuple[int, int] | None) -> None:
+    """Remember which directory (device, inode) the workspace was."""
     manifest = _read(path)
-    manifest["changed"] = {p: (vars(after[p]) if p in after else None) for p in changes.all}
+    manifest["root_id"] = list(root_id) if root_id else None
+    _write(path, manifest)
+
+
+def finish_run(path: str, changes: Changes | None, after: dict[str, Entry] | None) -> None:
+    """Record which paths the run changed and what they held when it ended (None: golem
+    could not tell, and undo compares with the snapshot instead)."""
+    manifest = _read(path)
+    if changes is not None and after is not None:
+        manifest["changed"] = {p: (vars(after[p]) if p in after else None) for p in changes.all}
     manifest["ended"] = time.time()
     _write(path, manifest)
 
@@ -81,74 +124,119 @@ def find_run(root: str, run_id: str | None) -> str:
     raise UsageError(f"no run to undo for workspace {root}")
 
 
+def _current(writer: tree.Writer, rel: str) -> tuple[str, int] | None:
+    """(sha, mode) of what `rel` holds now, as the snapshot would fingerprint it."""
+    info = writer.lstat(rel)
+    if info is None:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        fd, name = writer.parent(rel)
+        try:
+            return "link:" + os.readlink(name, dir_fd=fd), 0
+        finally:
+            os.close(fd)
+    if not stat.S_ISREG(info.st_mode):
+        return ("dir" if stat.S_ISDIR(info.st_mode) else "other"), 0
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_size > 32 * 1024 * 1024:
+        return _large(info), mode
+    found = tree.read_file(writer.fd, rel, 32 * 1024 * 1024 + 1)
+    if found is None:
+        return None
+    return hashlib.sha256(found[0]).hexdigest(), mode
+
+
+def _changed_now(root: str, snap: Snapshot, writer: tree.Writer) -> dict[str, dict | None]:
+    """What differs from the snapshot now, when the run never recorded it. Without a walk
+    (the tree may be too deep for one), every snapshot path is looked at by itself."""
+    try:
+        now = fingerprint(root, deps=snap.deps).entries
+        return {p: (vars(now[p]) if p in now else None) for p in compare(snap.entries, now).all}
+    except (tree.TreeError, OSError):
+        pass
+    changed: dict[str, dict | None] = {}
+    for rel, entry in snap.entries.items():
+        try:
+            current = _current(writer, rel)
+        except (OSError, tree.TreeError):
+            current = ("?", 0)
+        if current != (entry.sha, entry.mode):
+            changed[rel] = None if current is None else {"sha": current[0], "mode": current[1],
+                                                         "size": 0, "stored": False}
+    return changed
+
+
 def undo(path: str, force: bool = False) -> tuple[list[str], list[str]]:
-    """Put back every path the run changed. Returns (restored, skipped-because-edited-since)."""
+    """Put back every path the run changed. Returns (restored, kept): kept paths changed
+    after the run (put back with `force`), or could not be restored safely (said why)."""
     manifest = _read(path)
     if manifest.get("undone"):
         raise UsageError(f"run {manifest['id']} was already undone")
     root = manifest["workspace"]
     snap = Snapshot.load(path)
-    now = fingerprint(root)
-    changed = manifest.get("changed")
-    if changed is None:
-        # the run was killed before it could record what it changed: take every difference
-        changed = {p: (vars(now[p]) if p in now else None)
-                   for p in compare(snap.entries, now).all}
-    restored, skipped = [], []
-    for rel, at_end in sorted(changed.items()):
-        current = now.get(rel)
-        expected = Entry(**at_end) if at_end else None
-        if not force and (current and (current.sha, current.mode)) != \
-                (expected and (expected.sha, expected.mode)):
-            skipped.append(rel)
-            continue
-        _restore(root, rel, snap.entries.get(rel), snap)
-        restored.append(rel)
-        if rel not in snap.entries and snap.dirs:
-            _prune(root, rel, snap.dirs)
-    if skipped:
-        manifest["kept"] = skipped     # the run stays open for `undo -force`
+    try:
+        info = os.lstat(root)
+    except OSError:
+        raise UsageError(f"the workspace {root} is gone") from None
+    expected = manifest.get("root_id") or (list(snap.root_id) if snap.root_id else None)
+    if not stat.S_ISDIR(info.st_mode) or (expected and [info.st_dev, info.st_ino] != expected):
+        raise UsageError(f"{root} is no longer the directory the run worked in (it was "
+                         "replaced or is a link now); nothing was put back")
+    restored, kept, refused = [], [], []
+    with tree.Writer(root) as writer:
+        changed = manifest.get("changed")
+        if changed is None:
+            # the run was killed before it recorded what it changed: take every difference
+            changed = _changed_now(root, snap, writer)
+        for rel, at_end in sorted(changed.items()):
+            try:
+                current = _current(writer, rel)
+            except (OSError, tree.TreeError) as exc:
+                refused.append((rel, str(exc)))
+                continue
+            wanted = (at_end["sha"], at_end["mode"]) if at_end else None
+            if not force and current != wanted and manifest.get("changed") is not None:
+                kept.append(rel)
+                continue
+            try:
+                _restore(writer, rel, snap.entries.get(rel), snap)
+            except (OSError, tree.TreeError, UsageError) as exc:
+                refused.append((rel, getattr(exc, "strerror", None) or str(exc)))
+                continue
+            restored.append(rel)
+            if rel not in snap.entries:
+                _prune(writer, rel, snap.dirs)
+    if refused:
+        manifest["refused"] = [{"path": p, "why": w} for p, w in refused]
+    if kept or refused:
+        manifest["kept"] = kept + [p for p, _ in refused]     # the run stays open
     else:
         manifest["undone"] = time.time()
     _write(path, manifest)
-    return restored, skipped
+    if refused:
+        rel, why = refused[0]
+        raise UsageError(f"undo refused {len(refused)} path(s), first {rel}: {why}; "
+                         f"{len(restored)} put back, nothing written outside {root}")
+    return restored, kept
 
 
-def _prune(root: str, rel: str, existed: set[str]) -> None:
+def _prune(writer: tree.Writer, rel: str, existed: set[str]) -> None:
     """Remove the now-empty directories above `rel` that the run created."""
     parent = rel.rpartition("/")[0]
     while parent and parent not in existed:
-        try:
-            os.rmdir(os.path.join(root, *parent.split("/")))
-        except OSError:
+        if not writer.rmdir_if_empty(parent):
             return      # not empty (or gone): keep it
         parent = parent.rpartition("/")[0]
 
 
-def _restore(root: str, rel: str, original: Entry | None, snap: Snapshot) -> None:
-    full = os.path.join(root, *rel.split("/"))
+def _restore(writer: tree.Writer, rel: str, original: Entry | None, snap: Snapshot) -> None:
     if original is None:
-        if os.path.lexists(full):
-            if os.path.isdir(full) and not os.path.islink(full):
-                shutil.rmtree(full)
-            else:
-                os.unlink(full)
+        writer.remove(rel)
         return
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    if original.sha.startswith("link:"):
-        if os.path.lexists(full):
-            os.unlink(full)
-        os.symlink(original.sha[5:], full)
+    if original.is_link:
+        writer.symlink(rel, original.link_target)
         return
-    data = snap.original(rel)
+    data = snap.original(rel)       # hash-checked: OSError if the kept copy was changed
     if data is None:
         raise UsageError(f"{rel} was too large to keep a copy of; restore it by hand")
-    tmp = f"{full}.golem-undo-{secrets.token_hex(4)}"
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.chmod(tmp, original.mode)
-    if os.path.lexists(full) and os.path.isdir(full) and not os.path.islink(full):
-        shutil.rmtree(full)
-    os.replace(tmp, full)
+    writer.write(rel, data, original.mode)

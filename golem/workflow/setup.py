@@ -1,11 +1,9 @@
 """What every workflow needs before the model is asked anything: the workspace, the test
-command, a scratch directory for commands, their environment and their sandbox."""
+command, the environment commands get, and the sandbox mode. The scratch directories of each
+phase are made later, when the phase starts (golem/workflow/verifier/scratch.py)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 
 from golem.agent.budget import Budget
@@ -14,7 +12,9 @@ from golem.llm import ProviderConfig
 from golem.tools import Context, process, sandbox
 from golem.tools.workspace import Workspace
 from golem.trace import Trace
-from golem.workflow.suite import TestCommand, detect, parse_command
+from golem.workflow.verifier import Environment
+from golem.workflow.verifier.scratch import Phase
+from golem.workflow.verifier.suite import TestCommand, detect, parse_command
 
 
 @dataclass
@@ -38,10 +38,8 @@ class Options:
 
 
 class Setup:
-    """The scratch directory (HOME and TMPDIR for commands) and everything built around it.
-
-    Use as a context manager: the scratch directory is removed on the way out.
-    """
+    """The workspace, the test command and the verifier's environment; a context manager
+    that removes every phase scratch registered with `keep` on the way out."""
 
     def __init__(self, options: Options, trace: Trace, need_tests: bool = True):
         self.options = options
@@ -57,34 +55,35 @@ class Setup:
                 self.command = detect(self.workspace.root)
             except UsageError:
                 self.command = None     # `run` and `ask` can work without a test suite
-        self.scratch = tempfile.mkdtemp(prefix="golem-")
-        try:
-            home = os.path.join(self.scratch, "home")
-            tmp = os.path.join(self.scratch, "tmp")
-            os.mkdir(home)
-            os.mkdir(tmp)
-            # bytecode comes from golem's scratch, never from __pycache__ in the workspace,
-            # where a forged .pyc could stand in for a test file that looks untouched
-            self.env = process.command_env(home, tmp, {
-                "PYTHONPYCACHEPREFIX": os.path.join(self.scratch, "pycache"),
-                "PYTHONNOUSERSITE": "1"})
-            self.wrap, how = sandbox.wrapper(options.sandbox, self.workspace.root, self.scratch)
-        except BaseException:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            raise
+        # HOME, TMPDIR and the bytecode cache are set per phase and per run
+        self.env = process.command_env("/nonexistent", "/nonexistent",
+                                       {"PYTHONNOUSERSITE": "1"})
+        _, how = sandbox.wrapper(options.sandbox, self.workspace.root, ())
+        self.sealed = how.startswith("bwrap")
+        process.become_subreaper()
+        self.verifier = Environment(options.sandbox, self.env, trace, options.suite_timeout,
+                                    options.budget.deadline)
+        self._phases: list[Phase] = []
         if self.command is not None:    # the first line of output: what defines success
             trace.emit("note", message=f"test command: {self.command.text} "
                        f"({self.command.origin}; evidence: {self.command.runner})",
                        test_command=self.command.argv, origin=self.command.origin)
         trace.emit("note", message=f"sandbox: {how}", sandbox=options.sandbox)
 
-    def context(self) -> Context:
+    def keep(self, phase: Phase) -> Phase:
+        """Remove `phase` when the command ends, whatever happens."""
+        self._phases.append(phase)
+        return phase
+
+    def context(self, env: dict[str, str], wrap) -> Context:
+        """What the model's tools may touch, with the agent phase's environment and sandbox."""
         allow = set(self.options.allow)
         return Context(self.workspace, self.command.argv if self.command else None, allow,
-                       self.env, self.wrap, self.options.command_timeout)
+                       env, wrap, self.options.command_timeout)
 
     def __enter__(self) -> Setup:
         return self
 
     def __exit__(self, *exc) -> None:
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        while self._phases:
+            self._phases.pop().close()

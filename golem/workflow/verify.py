@@ -1,10 +1,14 @@
 """`golem verify -base REV`: the verifier alone, on changes someone else made.
 
-The baseline is the suite as it was at REV, run in a copy exported with `git archive` into
-golem's scratch directory (the repository is only read). The changes are everything that
-differs from REV now: commits, uncommitted edits and untracked files git does not ignore.
-The re-run happens in a second export of REV with only the allowed changes taken over from
-the workspace (golem/workflow/rebuild.py).
+The baseline is the suite as it was at REV, run in a copy exported with `git archive` into a
+scratch directory of its own (the repository is only read). The changes are everything that
+differs from REV now: commits, uncommitted edits and untracked files git does not ignore,
+except inside the workspace's dependency trees (`.venv`, `node_modules`, ...), which are
+linked read-only into both the export and the verification copy, as `fix` does. The re-run
+happens in a second export of REV with only the allowed changes taken over from the
+workspace (golem/workflow/verifier/rebuild.py), through the same sealed path as `fix`.
+git runs without user or system configuration and with `core.fsmonitor` off, so nothing the
+repository's own configuration names is run.
 """
 
 from __future__ import annotations
@@ -15,21 +19,22 @@ import subprocess
 import tarfile
 
 from golem.errors import UsageError
-from golem.tools import sandbox
+from golem.tools import tree
+from golem.tools.search import _git_env
 from golem.trace import Trace
-from golem.workflow import rebuild, repeat
-from golem.workflow.protect import new_tests, protected_changes
+from golem.workflow import runs
+from golem.workflow.fix import facts_for
 from golem.workflow.setup import Options, Setup
-from golem.workflow.snapshot import Changes
-from golem.workflow.suite import run_suite
-from golem.workflow.suspicious import files_under, read_source, scan_changes
-from golem.workflow.verdict import advise, judge, mark_flaky
+from golem.workflow.verifier import grade, rebuild, run_baseline
+from golem.workflow.verifier.scratch import Phase
+from golem.workflow.verifier.snapshot import Changes, Snapshot, dependency_trees, fingerprint
 
 
 def _git(root: str, *args: str, binary: bool = False) -> str | bytes:
+    argv = ["git", "-c", "core.fsmonitor=", "--work-tree", root, "-C", root, *args]
     try:
-        done = subprocess.run(["git", "-C", root, *args], stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=300)
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=300, env=_git_env(root))
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"git {args[0]} failed: {exc}") from None
     if done.returncode != 0:
@@ -41,7 +46,8 @@ def _git(root: str, *args: str, binary: bool = False) -> str | bytes:
 def changes_since(root: str, rev: str) -> Changes:
     """Paths (relative to root) that differ from `rev`: committed, uncommitted or untracked."""
     added, modified, removed = [], [], []
-    status = _git(root, "diff", "--name-status", "--no-renames", "-z", "--relative", rev, "--")
+    status = _git(root, "diff", "--no-ext-diff", "--no-textconv", "--name-status",
+                  "--no-renames", "-z", "--relative", rev, "--")
     fields = status.split("\0")
     for kind, path in zip(fields[0::2], fields[1::2]):
         {"A": added, "D": removed}.get(kind[:1], modified).append(path)
@@ -68,43 +74,65 @@ def _export(root: str, rev: str, target: str) -> None:
         archive.extractall(target)
 
 
+def _resolve(root: str, rev: str) -> None:
+    try:
+        _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except UsageError:
+        raise UsageError(f"-base {rev!r} is not a commit in {root} (git rev-parse cannot "
+                         "resolve it)") from None
+
+
+def _outside_trees(changes: Changes, trees: list[str]) -> Changes:
+    inside = lambda rel: any(rel == t or rel.startswith(t + "/") for t in trees)
+    keep = lambda names: [n for n in names if not inside(n)]
+    return Changes(keep(changes.added), keep(changes.modified), keep(changes.removed))
+
+
 def verify(options: Options, trace: Trace, rev: str) -> dict:
     """Judge the workspace against the suite at `rev`, with the same verdicts as `fix`."""
     with Setup(options, trace) as setup:
         root = setup.workspace.root
-        _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-        changes = changes_since(root, rev)
-        base = os.path.join(setup.scratch, "base")
+        _resolve(root, rev)
+        trees = dependency_trees(root)
+        links = trees + ([".git"] if os.path.isdir(os.path.join(root, ".git"))
+                         and not os.path.islink(os.path.join(root, ".git")) else [])
+        changes = _outside_trees(changes_since(root, rev), trees)
+        export = setup.keep(Phase("export"))
+        base = os.path.join(export.root, os.path.basename(root) or "base")
         _export(root, rev, base)
-        linked = rebuild.link_dependencies(base, root)   # what the tests import, read-only
+        with tree.Writer(base) as writer:     # what the tests import, read-only
+            for name in links:
+                if writer.lstat(name) is None:
+                    writer.symlink(name, os.path.join(root, name))
         trace.emit("note", message=f"baseline: the suite as it was at {rev}")
-        base_wrap, _ = sandbox.wrapper(options.sandbox, base, setup.scratch,
-                                       read_only=rebuild.sources(root, linked))
-        before = run_suite(setup.command, cwd=base, env=setup.env, scratch=setup.scratch,
-                           timeout=options.suite_timeout, wrap=base_wrap)
-        trace.emit("baseline", summary=before.summary(), **before.to_json())
-        protected = protected_changes(changes, setup.command.argv)
-        # the re-run happens in a fresh export of REV plus the allowed changes only
-        copy = rebuild.from_export(lambda target: _export(root, rev, target), root,
-                                   rebuild.target_for(setup.scratch, root), changes,
-                                   {p for p, _ in protected})
-        after, wrap = rebuild.run_in_copy(setup, copy)
-        findings = scan_changes(root, changes, protected,
-                                lambda rel: read_source(os.path.join(base, *rel.split("/"))),
-                                files_under(base), before.failing)
-        if findings:
-            trace.emit("suspicious", findings=findings)
-        verdict = judge(before, after, protected)
-        flaky = repeat.after_grading(setup, copy.root, wrap, before, after, verdict.name)
-        verdict = advise(mark_flaky(verdict, flaky), findings, options.strict)
+        baseline = run_baseline(setup.verifier, setup.command, os.path.realpath(base),
+                                read_only=tuple(os.path.join(root, n) for n in links),
+                                cache=lambda interp: runs.cache_for(interp, root))
+        setup.keep(baseline.phase)
+        before = fingerprint(base, deps=links)
+        snap = Snapshot(export.root, before.entries, before.dirs, links)
+        facts = facts_for(setup, baseline, snap, changes, {})
+        original = lambda rel: (tree.read_file(base, rel, 4_000_000) or (None,))[0]
+        grading = grade(setup.verifier, baseline, root, changes, facts,
+                        lambda target, exclude: rebuild.from_export(
+                            lambda t: _export(root, rev, t), root, target, changes, exclude,
+                            links),
+                        original, strict=options.strict, repeats=options.repeat)
+        verdict = grading.verdict
         report = {**verdict.fields(), "base": rev,
-                  "changed_files": changes.all, "new_tests": new_tests(changes),
-                  "protected_changes": [{"path": p, "reason": r} for p, r in protected],
-                  "tests": {"before": before.to_json(), "after": after.to_json()},
-                  "test_command": setup.command.text, "evidence": after.evidence,
-                  "suspicious": findings, "trace": options.trace, "flaky": flaky,
-                  "verified_in": "copy", "exit_code": verdict.exit_code}
+                  "changed_files": changes.all, "new_tests": grading.new_tests,
+                  "new_test_results": grading.new_results,
+                  "protected_changes": [{"path": p, "reason": r} for p, r in grading.protected],
+                  "tests": {"before": baseline.result.to_json(),
+                            "after": grading.after.to_json() if grading.after else None},
+                  "test_command": setup.command.text,
+                  "evidence": (grading.after or baseline.result).evidence,
+                  "suspicious": grading.findings, "trace": options.trace,
+                  "flaky": grading.flaky, "sealed": setup.sealed,
+                  "verified_in": "copy" if grading.after is not None else None,
+                  "exit_code": verdict.exit_code}
         trace.emit("verdict", **verdict.fields(),
-                   protected_changes=report["protected_changes"], suspicious=findings,
-                   flaky=flaky, verified_in="copy")
+                   protected_changes=report["protected_changes"], suspicious=grading.findings,
+                   flaky=grading.flaky, verified_in=report["verified_in"],
+                   new_tests=grading.new_tests, sealed=setup.sealed)
         return report

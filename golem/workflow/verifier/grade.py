@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from golem.workflow.suite import FAILING, SuiteResult
+from golem.workflow.verifier.suite import FAILING, SuiteResult
 
 EXIT_CODES = {"VERIFIED": 0, "ALREADY_GREEN": 0, "FAILED": 1, "REJECTED": 3}
 
@@ -85,9 +85,38 @@ def mark_flaky(verdict: Verdict, flaky: list[str]) -> Verdict:
     return verdict
 
 
-def judge(before: SuiteResult, after: SuiteResult,
-          protected: list[tuple[str, str]]) -> Verdict:
-    """Compare the suite before and after a run, given the protected paths it changed."""
+def tampered(after: SuiteResult, changed: set[str]) -> dict[str, str]:
+    """Tests whose code (the test function, or a method of its class) now comes from a file
+    the run added or changed, other than the test's own: test id -> that file."""
+    found = {}
+    for test_id, files in after.origins.items():
+        own = after.files.get(test_id)
+        foreign = [f for f in files if f in changed and f != own]
+        if foreign:
+            found[test_id] = foreign[0]
+    return found
+
+
+def _pseudo_fixed(before: SuiteResult, after: SuiteResult, test_id: str) -> bool:
+    """A module that failed to import or collect is fixed when its tests are collected and
+    every one of them passes."""
+    file = before.files.get(test_id)
+    if not file:
+        return False
+    group = {t: o for t, o in after.tests_from({file}).items()}
+    return bool(group) and all(o == "passed" and t not in after.pseudo
+                               for t, o in group.items())
+
+
+def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, str]],
+          changed: set[str] = frozenset()) -> Verdict:
+    """Compare the suite before and after a run, given the protected paths it changed and
+    the files it changed (`changed`: a test whose code now comes from one is not fixed).
+
+    A test that failed before is fixed only when it is collected and passes now: skipped,
+    expected to fail, or missing is not fixed. A module that failed to import is tracked by
+    its file: fixed when its tests are collected and all pass.
+    """
     if after.tests is None:
         if protected:
             return _rejected(Verdict("REJECTED", ""), after, protected)
@@ -95,25 +124,48 @@ def judge(before: SuiteResult, after: SuiteResult,
             return Verdict("VERIFIED", "VERIFIED: suite passes (judged by exit code only: no "
                            "per-test results for this runner) and no test file was modified")
         return Verdict("FAILED", f"FAILED: suite still fails ({after.summary()})")
-    old = {t: o for t, o in (before.tests or {}).items() if t not in before.pseudo}
-    new = after.tests
-    was_failing = [t for t, o in old.items() if o in FAILING]
-    fixed = sorted(t for t in was_failing if new.get(t) == "passed")
-    still = sorted(set(t for t in was_failing if t in new and new[t] != "passed")
-                   | set(t for t in after.failing if t not in old))
-    broke = sorted(t for t, o in old.items() if o == "passed" and t in new and new[t] != "passed")
-    missing = sorted(t for t in old if t not in new)
-    verdict = Verdict("FAILED", "", fixed, still, broke, missing)
+    old = before.tests or {}
+    new = dict(after.tests)
+    swapped = tampered(after, changed)
+    for test_id in swapped:
+        new[test_id] = "error"
+    was_failing = sorted(t for t, o in old.items() if o in FAILING)
+    fixed, still, missing = [], [], []
+    for test_id in was_failing:
+        if test_id in before.pseudo and not test_id.startswith("golem:"):
+            if _pseudo_fixed(before, after, test_id) and not any(
+                    t in swapped for t in after.tests_from({before.files.get(test_id)})):
+                fixed.append(test_id)
+            else:
+                still.append(test_id)
+        elif new.get(test_id) == "passed":
+            fixed.append(test_id)
+        elif test_id in new:
+            still.append(test_id)
+        else:
+            missing.append(test_id)
+    still += sorted(t for t in after.failing if t not in old and t not in still)
+    still += sorted(t for t in swapped if t not in still and t not in after.failing)
+    broke = sorted(t for t, o in old.items() if o == "passed" and t in new and new[t] != "passed"
+                   and t not in still)
+    missing += sorted(t for t, o in old.items() if o not in FAILING and t not in new
+                      and t not in before.pseudo)
+    verdict = Verdict("FAILED", "", sorted(fixed), sorted(set(still)), broke, sorted(missing))
     if protected:
         return _rejected(verdict, after, protected)
-    if after.passed and not (still or broke or missing):
+    if after.passed and not (verdict.still_failing or broke or missing) and not swapped:
         verdict.name = "VERIFIED"
-        verdict.summary = (f"VERIFIED: suite passes ({len(new)} tests, {len(fixed)} fixed) "
-                           "and no test file was modified")
+        verdict.summary = (f"VERIFIED: suite passes ({len(after.tests)} tests, {len(fixed)} "
+                           "fixed) and no test file was modified")
         return verdict
     problems = []
-    if still:
-        problems.append(f"{len(still)} still failing: {_names(still)}")
+    if swapped:
+        test_id, file = sorted(swapped.items())[0]
+        problems.append(f"{len(swapped)} test(s) ran code from {file}, which the run changed, "
+                        f"in place of their own ({_names(sorted(swapped))})")
+    if verdict.still_failing:
+        problems.append(f"{len(verdict.still_failing)} still failing: "
+                        f"{_names(verdict.still_failing)}")
     if broke:
         problems.append(f"{len(broke)} newly failing: {_names(broke)}")
     if missing:
@@ -126,3 +178,18 @@ def judge(before: SuiteResult, after: SuiteResult,
         problems.append(after.summary())
     verdict.summary = "FAILED: " + "; ".join(problems)
     return verdict
+
+
+def judge_new_tests(second: SuiteResult, new_files: set[str]) -> tuple[dict[str, str], str | None]:
+    """The second pass: the tests of the new test files must all pass. Returns their
+    outcomes and, when they do not, why."""
+    if second.tests is None:
+        ok = second.passed
+        return {}, None if ok else f"the suite with the new test files fails ({second.summary()})"
+    outcomes = second.tests_from(new_files)
+    bad = sorted(t for t, o in outcomes.items() if o in FAILING)
+    if second.problem:
+        return outcomes, f"the run with the new test files did not finish: {second.problem}"
+    if bad:
+        return outcomes, f"{len(bad)} new test(s) fail: {_names(bad)}"
+    return outcomes, None

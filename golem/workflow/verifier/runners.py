@@ -5,8 +5,9 @@ Each runner is told to report in a machine-readable form golem reads after the r
 - `go test` gets `-json -count=1`; its event stream arrives on stdout (the go command itself
   writes it; the test binaries' own output is wrapped in `output` events), and a package that
   fails with no failing test (a build failure, `TestMain` exiting) becomes a pseudo test.
-- `node --test` gets a small reporter golem writes into its scratch directory; it runs in
-  the runner's own process and writes one JSON line per finished test to a file golem owns.
+- `node --test` gets golem's reporter (helpers/node_reporter.mjs) from a read-only
+  directory; it runs in the runner's own process, not in the test files' processes, and
+  writes one JSON line per finished test to a file in the run's scratch.
   Node's JUnit reporter is not used: in Node 20 it names no file (same-named tests in two
   files collide) and drops the failure of a test whose subtests passed.
 - jest gets `--json --outputFile=FILE`.
@@ -21,24 +22,6 @@ import json
 import os
 
 FAILING = ("failed", "error")
-
-# One JSON line per finished test, and a last line saying the stream ended normally.
-NODE_REPORTER = """\
-export default async function* golemReporter(source) {
-  for await (const event of source) {
-    if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
-    const data = event.data || {};
-    const error = (data.details && data.details.error) || {};
-    yield JSON.stringify({pass: event.type === 'test:pass', name: String(data.name),
-                          nesting: data.nesting || 0, file: data.file || '',
-                          skip: data.skip !== undefined && data.skip !== false,
-                          todo: data.todo !== undefined && data.todo !== false,
-                          failure: error.failureType || ''}) + '\\n';
-  }
-  yield JSON.stringify({complete: true}) + '\\n';
-}
-"""
-
 
 def merge(tests: dict[str, str], test_id: str, outcome: str) -> None:
     """Record an outcome; a failure is never overwritten by a later success for the same id."""

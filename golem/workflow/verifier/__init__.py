@@ -1,0 +1,322 @@
+"""golem's verifier: what golem believes about a run, from its own evidence only.
+
+What it trusts: golem itself, the test interpreter and the programs on PATH as the baseline
+found them, and the workspace as it was before the run (the baseline run and the snapshot).
+What it does not trust: the model, and everything a command of the agent's phase wrote,
+anywhere it could write: the workspace, the agent's scratch, the dependency trees.
+
+The entry points, in the order a fix uses them:
+
+    run_baseline(...)   the suite before the run, in a scratch of its own (scratch.py); pins
+                        the interpreter, the pytest configuration and the bytecode master
+                        (suite.Plan), and refuses a baseline without evidence (UsageError)
+    Snapshot.take(...)  every file before the run (snapshot.py)
+    agent_scratch(...)  the only scratch the model's commands may write
+    grade(...)          protected changes (protect.py) and the scan (scan.py); then, in a
+                        scratch made after the agent's processes are gone, the copy
+                        (rebuild.py) graded test by test (grade.py), the new tests in a pass
+                        of their own, and -repeat (repeat.py)
+
+docs/verification.md and docs/security.md say which mechanism enforces each boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from golem.errors import OutOfTime, UsageError
+from golem.tools import process, sandbox, tree
+from golem.trace import Trace
+from golem.workflow.verifier import protect, repeat, scan
+from golem.workflow.verifier.grade import (Verdict, advise, judge, judge_new_tests,
+                                           mark_flaky)
+from golem.workflow.verifier.interpreter import probe
+from golem.workflow.verifier.rebuild import Copy
+from golem.workflow.verifier.scratch import Phase, cache_state
+from golem.workflow.verifier.snapshot import Changes, dependency_trees
+from golem.workflow.verifier.suite import Plan, SuiteResult, TestCommand, plan_for, run_suite
+
+__all__ = ["Environment", "Baseline", "Grading", "run_baseline", "agent_scratch", "grade"]
+
+
+@dataclass
+class Environment:
+    """How golem runs its own test runs: the sandbox mode, the base environment (HOME,
+    TMPDIR and the bytecode cache are set per run), the time allowed, and the trace."""
+
+    sandbox: str
+    env: dict[str, str]
+    trace: Trace
+    suite_timeout: float = 1800.0
+    deadline: float | None = None       # time.monotonic() instant the whole command ends
+
+    def timeout(self) -> float:
+        """Seconds a suite run may take now: the suite timeout, cut to what is left."""
+        if self.deadline is None:
+            return self.suite_timeout
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise OutOfTime("the wall-clock budget is spent")
+        return min(self.suite_timeout, left)
+
+
+@dataclass
+class Baseline:
+    """The suite before the run, and what golem pinned from it."""
+
+    result: SuiteResult
+    plan: Plan
+    phase: Phase            # the baseline's scratch; closed by the caller
+    trees: list[str]        # the dependency trees of the directory it ran in
+    cwd: str
+    master: str = ""        # golem's bytecode cache, as the baseline left it ...
+    cache: dict[str, str] = field(default_factory=dict)     # ... entry by entry
+
+    def trusted_master(self) -> str | None:
+        """The bytecode cache, if it is still exactly as the baseline left it (where
+        commands run unconfined, they could have written it); else None, and it is thrown
+        away so no later baseline reads it either."""
+        if not self.master:
+            return None
+        if cache_state(self.master) == self.cache:
+            return self.master
+        tree.remove_tree(self.master)
+        try:
+            os.unlink(self.master + ".state")
+        except OSError:
+            pass
+        self.master = ""
+        return None
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        return self.plan.interpreter.roots if self.plan.interpreter else ()
+
+    @property
+    def test_files(self) -> set[str]:
+        return {f for f in self.result.files.values() if f}
+
+
+def _wrap(env: Environment, root: str, writable: tuple[str, ...], read_only=(), hidden=(),
+          tools=()):
+    wrap, _ = sandbox.wrapper(env.sandbox, root, writable, env.env.get("PATH"),
+                              tuple(read_only), tuple(hidden), tuple(tools))
+    return wrap
+
+
+def _no_evidence(result: SuiteResult, label: str) -> str | None:
+    """Why a baseline cannot be graded against, or None."""
+    tail = [line for line in result.output.strip().splitlines() if line.strip()][-1:]
+    said = f" (it said: {tail[0][:200]})" if tail else ""
+    if not result.started:
+        return f"the test command cannot start{said}"
+    if result.timed_out:
+        return f"the {label} timed out before the suite finished"
+    if result.tests is not None and (result.problem or not result.tests):
+        return f"the test command gives no evidence: {result.problem or 'no tests ran'}{said}"
+    if any(t.startswith("golem: the code under test replaced") for t in result.pseudo):
+        return ("the suite itself changes the test runner's machinery ("
+                + next(t for t in result.pseudo if t.startswith("golem:"))[len("golem: "):]
+                + "): golem cannot tell its results from tampering")
+    return None
+
+
+def _pin_pytest(result: SuiteResult, cwd: str) -> dict:
+    """The pytest configuration the baseline used, relative to `cwd`; UsageError when it
+    lies outside (golem never reads runner configuration from above the directory)."""
+    config = result.config or {}
+    pinned = {}
+    for key in ("rootdir", "inifile", "confcutdir"):
+        value = config.get(key)
+        if not value:
+            pinned[key] = None
+            continue
+        real = os.path.realpath(value)
+        if real != cwd and not real.startswith(cwd + os.sep):
+            raise UsageError(f"pytest takes its {key} from {value}, outside {cwd}: run golem "
+                             "with -dir where the configuration is")
+        pinned[key] = os.path.relpath(real, cwd)
+    if pinned["rootdir"] is None:
+        pinned["rootdir"] = "."
+    return pinned
+
+
+def _master(cache: Callable[[str], str] | None, plan: Plan, phase: Phase) -> str:
+    """golem's bytecode cache for this interpreter and workspace, checked against what the
+    last baseline left (a cache something else wrote since is thrown away and begun again);
+    a fresh one in the phase's scratch when there is no persistent place for it."""
+    if cache is None or plan.interpreter is None:
+        path = os.path.join(phase.root, "pycache")
+        os.mkdir(path, 0o700)
+        return path
+    path = cache(plan.interpreter.executable)
+    recorded = _recorded_state(path)
+    if recorded is None or cache_state(path) != recorded:
+        tree.remove_tree(path)
+        os.makedirs(path, mode=0o700)
+    return path
+
+
+def _recorded_state(path: str) -> dict | None:
+    data = tree.read_file(os.path.dirname(path), os.path.basename(path) + ".state", 64_000_000)
+    try:
+        return json.loads(data[0]) if data else None
+    except ValueError:
+        return None
+
+
+def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = "baseline",
+                 read_only: tuple[str, ...] = (),
+                 cache: Callable[[str], str] | None = None) -> Baseline:
+    """Run the suite in `cwd` before anything changes it, and pin how later runs go.
+    `read_only` directories (dependency trees linked in from elsewhere) are bound read-only;
+    `cache(interpreter)` names golem's persistent bytecode cache for that interpreter."""
+    phase = Phase("base")
+    try:
+        plan = plan_for(command, env.env, cwd)
+        trees = dependency_trees(cwd)
+        master = _master(cache, plan, phase)
+        run = phase.run(pycache=master)
+        helpers = phase.helpers()
+        tools = plan.interpreter.roots if plan.interpreter else ()
+        wrap = _wrap(env, cwd, (run.root, master), (helpers, *read_only), (), tools)
+        if plan.interpreter is not None:
+            env.trace.emit("note", message=f"test interpreter: {plan.interpreter.describe()}",
+                           interpreter=plan.interpreter.executable)
+            probe(plan.interpreter, cwd, trees, run.env(env.env), wrap)
+        result = run_suite(plan, cwd=cwd, env=env.env, run=run, helpers=helpers,
+                           timeout=env.timeout(), wrap=wrap, write_cache=True)
+        env.trace.emit(label, summary=result.summary(), **result.to_json())
+        why = _no_evidence(result, label)
+        if why:
+            raise UsageError(why)
+        if plan.runner == "pytest":
+            plan.pytest_config = _pin_pytest(result, cwd)
+        state = cache_state(master)
+        if cache is not None and plan.interpreter is not None:
+            tree.write_output(master + ".state", json.dumps(state))
+        return Baseline(result, plan, phase, trees, cwd, master, state)
+    except OutOfTime:
+        phase.close()
+        raise UsageError(f"the {label} did not finish within -wall") from None
+    except BaseException:
+        phase.close()
+        raise
+
+
+def agent_scratch(env: Environment, baseline: Baseline | None, workspace: str) \
+        -> tuple[Phase, dict[str, str], Callable | None]:
+    """The agent's phase: its scratch (HOME, TMPDIR, a copy of the bytecode master), the
+    environment and the sandbox for the model's commands. Only this scratch and the
+    workspace are writable to them."""
+    phase = Phase("agent")
+    master = baseline.trusted_master() if baseline else None
+    run = phase.run(pycache=master)
+    tools = baseline.tools if baseline else ()
+    wrap = _wrap(env, workspace, (phase.root,), (master,) if master else (), (), tools)
+    return phase, run.env(env.env), wrap
+
+
+@dataclass
+class Grading:
+    """Everything the verification found."""
+
+    verdict: Verdict
+    protected: list[tuple[str, str]]
+    findings: list[dict]
+    after: SuiteResult | None
+    new_tests: list[str] = field(default_factory=list)
+    new_results: dict[str, str] = field(default_factory=dict)
+    flaky: list[str] = field(default_factory=list)
+    copy: Copy | None = None
+
+
+def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, label: str,
+              workspace: str, master: str | None, only: str | None = None) -> SuiteResult:
+    run = phase.run(pycache=master)
+    helpers = phase.helpers()
+    cache = (master,) if master else ()
+    wrap = _wrap(env, copy.root, (run.root,), (helpers, *cache, *copy.read_only), (workspace,),
+                 baseline.tools)
+    result = run_suite(baseline.plan, cwd=copy.root, env=env.env, run=run, helpers=helpers,
+                       timeout=env.timeout(), wrap=wrap, only=only)
+    if copy.problems:
+        reason = "the verification copy is incomplete: " + "; ".join(copy.problems[:3])
+        result.problem = f"{result.problem}; {reason}" if result.problem else reason
+    if only is None:
+        env.trace.emit(label, summary=result.summary(), verified_in="copy", **result.to_json())
+    return result
+
+
+def grade(env: Environment, baseline: Baseline, workspace: str, changes: Changes,
+          facts: protect.Facts, build: Callable[[str, set[str]], Copy],
+          original: Callable[[str], bytes | None], *, strict: bool = False,
+          repeats: int = 0) -> Grading:
+    """Judge `changes` to `workspace` against `baseline`.
+
+    `build(target, exclude)` writes the verification copy at `target`, leaving out the paths
+    in `exclude`; `original(path)` gives a file's content before the change. Call only after
+    every process of the agent's phase is gone: the verification's scratch is made here.
+    """
+    protected = protect.protected_changes(changes, facts)
+    held = {p for p, _ in protected}
+    new_tests = [p for p in protect.new_tests(changes, facts) if p not in held]
+    allowed = [p for p in changes.added + changes.modified if p not in held]
+    version = baseline.plan.interpreter.version if baseline.plan.interpreter else None
+    failing = scan.failing_by_file(baseline.result.files, baseline.result.failing,
+                                   baseline.result.pseudo)
+    findings = scan.scan_changes(workspace, allowed, new_tests, original, failing, version)
+    if findings:
+        env.trace.emit("suspicious", findings=findings)
+    changed = set(changes.added) | set(changes.modified)
+    master = baseline.trusted_master()
+    if master is None:
+        env.trace.emit("note", message="the bytecode cache changed during the run; the "
+                       "verification compiles everything from source")
+    with Phase("verify") as phase:
+        def target() -> str:
+            parent = tempfile.mkdtemp(prefix="copy-", dir=phase.root)
+            return os.path.join(parent, os.path.basename(workspace.rstrip("/")) or "ws")
+
+        try:
+            copy = build(target(), held | set(new_tests))
+            env.trace.emit("note", message=copy.describe(), applied=copy.applied,
+                           left_out=copy.left_out, compiled=copy.compiled, linked=copy.linked)
+            after = _copy_run(env, baseline, phase, copy, "verification", workspace, master)
+            strays = sorted({after.files[t] for t in after.tests or {}
+                             if after.files.get(t) in set(changes.added)})
+            if strays:
+                reason = (f"tests were collected from {strays[0]}, a file the run added that "
+                          "golem did not hold back as a new test file")
+                after.problem = f"{after.problem}; {reason}" if after.problem else reason
+            verdict = judge(baseline.result, after, protected, changed)
+            grading = Grading(verdict, protected, findings, after, new_tests, copy=copy)
+            if new_tests and verdict.name != "REJECTED":
+                second = build(target(), held)
+                result = _copy_run(env, baseline, phase, second, "new tests", workspace, master)
+                grading.new_results, problem = judge_new_tests(result, set(new_tests))
+                if problem and verdict.name == "VERIFIED":
+                    verdict.name, verdict.summary = "FAILED", f"FAILED: {problem}"
+                elif verdict.name == "VERIFIED" and grading.new_results:
+                    verdict.summary = verdict.summary.replace(
+                        " fixed)", f" fixed; {len(grading.new_results)} new test(s) pass)", 1)
+            if repeats > 0 and verdict.name != "REJECTED":
+                grading.flaky = repeat.flaky_tests(
+                    baseline.plan.runner, baseline.result, after, repeats,
+                    lambda only: _copy_run(env, baseline, phase, copy, "repeat", workspace,
+                                           master, only),
+                    note=lambda message: env.trace.emit("note", message=message))
+                if grading.flaky:
+                    env.trace.emit("note", message=f"flaky: {', '.join(grading.flaky)}",
+                                   flaky=grading.flaky)
+        except OutOfTime:
+            verdict = Verdict("FAILED", "FAILED: the verification did not finish within "
+                              "-wall (the time kept for it ran out)", protected=protected)
+            return Grading(verdict, protected, findings, None, new_tests)
+    grading.verdict = advise(mark_flaky(verdict, grading.flaky), findings, strict)
+    return grading

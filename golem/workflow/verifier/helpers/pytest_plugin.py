@@ -1,0 +1,113 @@
+"""golem's pytest plugin: reports each test to golem as it finishes.
+
+Loaded by golem's pytest launcher (pytest_launcher.py) from golem's read-only directory, and
+registered with `pytest.main(plugins=[...])`, so no name on sys.path can stand in for it. It
+imports nothing from pytest: pytest finds its hooks by name.
+
+Records (evidence.py): where pytest found its configuration; a failing collection, as a
+test of its own named after the file; each test's outcome (from its setup, call and
+teardown), the file it was collected from and the workspace files its code came from, once
+it has finished; and, at the end of the session, what the code under test replaced in
+pytest, pluggy or this plugin, and in the test modules and classes.
+"""
+
+import os
+
+FAILING = ("failed", "error")
+RANK = {"error": 5, "failed": 4, "xpass": 3, "xfail": 2, "skipped": 1, "passed": 0}
+MACHINERY = ("_pytest", "pytest", "pluggy")
+
+
+class Plugin:
+    """The hooks; one instance per run."""
+
+    def __init__(self, evidence, cwd):
+        self.evidence = evidence
+        self.stream = evidence.Stream()
+        self.cwd = cwd
+        self.root = cwd
+        self.items = {}
+        self.outcomes = {}
+        self.spaces = []
+        self.collected = {}
+        self.before = None
+
+    def _rel(self, path):
+        return self.evidence.relative(str(path) if path is not None else None, self.cwd)
+
+    def pytest_configure(self, config):
+        self.root = str(config.rootpath)
+        inifile = getattr(config, "inipath", None)
+        confcut = getattr(config.known_args_namespace, "confcutdir", None)
+        self.stream.emit(e="config", rootdir=self.root,
+                         inifile=str(inifile) if inifile else None,
+                         confcutdir=str(confcut) if confcut else None)
+        # before any test module (or the code it imports) is collected
+        self.before = self._machinery()
+
+    def pytest_collectreport(self, report):
+        if not report.failed:
+            return
+        nodeid = report.nodeid or "<collection>"
+        path = os.path.join(self.root, nodeid.split("::")[0]) if report.nodeid else None
+        self.stream.emit(e="test", id=nodeid, outcome="error", file=self._rel(path),
+                         pseudo=True, origins=[])
+
+    def pytest_collection_finish(self, session):
+        items = list(getattr(session, "items", ()))
+        self.items = {item.nodeid: item for item in items}
+        self.stream.emit(e="collected", count=len(items))
+        seen = set()
+        for item in items:
+            for owner in (getattr(item, "cls", None), getattr(item, "module", None)):
+                if owner is not None and id(owner) not in seen:
+                    seen.add(id(owner))
+                    label = getattr(owner, "__qualname__", None) or owner.__name__
+                    if isinstance(owner, type):
+                        label = owner.__module__ + "." + label
+                    self.spaces.append((label, vars(owner)))
+        self.collected = self.evidence.namespace(self.spaces)
+
+    def _machinery(self):
+        import sys
+        return self.evidence.members(MACHINERY, [sys.modules[__name__], self.evidence])
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            outcome = "failed" if report.when == "call" else "error"
+        elif report.skipped:
+            outcome = "xfail" if hasattr(report, "wasxfail") else "skipped"
+        elif report.when == "call":
+            outcome = "xpass" if hasattr(report, "wasxfail") else "passed"
+        else:
+            return
+        old = self.outcomes.get(report.nodeid)
+        if old is None or RANK[outcome] > RANK[old]:
+            self.outcomes[report.nodeid] = outcome
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        self._report(nodeid, self.outcomes.pop(nodeid, None) or "error")
+
+    def _report(self, nodeid, outcome):
+        item = self.items.get(nodeid)
+        file, origins = None, []
+        if item is not None:
+            file = self._rel(getattr(item, "path", None) or getattr(item, "fspath", None))
+            objects = [getattr(item, "obj", None)]
+            cls = getattr(item, "cls", None)
+            if cls is not None:
+                objects += self.evidence.class_code(cls)
+            origins = self.evidence.origins([o for o in objects if o is not None], self.cwd)
+        self.stream.emit(e="test", id=nodeid, outcome=outcome, file=file, pseudo=False,
+                         origins=origins)
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        for nodeid, outcome in list(self.outcomes.items()):
+            self._report(nodeid, outcome if outcome in FAILING else "error")
+        self.outcomes.clear()
+        if self.before is None:
+            return
+        replaced = self.evidence.changed(self.before, self._machinery())
+        replaced += self.evidence.rebound(self.collected, self.evidence.namespace(self.spaces))
+        if replaced:
+            self.stream.emit(e="guard", replaced=replaced)

@@ -1,0 +1,223 @@
+"""golem's unittest driver: runs a suite like `python -m unittest ARGS` and reports each test
+to golem as it finishes.
+
+golem writes this file, with evidence.py beside it, into a read-only directory of its own and
+runs it with the test interpreter in isolated mode, so nothing beside it or in the working
+directory is imported before the standard library it needs is loaded:
+
+    PYTHON -I -X pycache_prefix=DIR unittest_driver.py [--golem-only=TEST_ID] [ARGS...]
+
+With `--golem-only`, the tests are found as the arguments say and only TEST_ID runs (golem's
+`-repeat` re-runs one test alone this way). Each record names the test, its outcome, the file
+its module came from and the workspace files its code came from. After the run, the guard
+names what the code under test replaced in unittest, in this driver, or in the test modules
+and classes; a last record says the run finished. The driver leaves with os._exit, so no
+atexit handler of the code under test runs after that record.
+"""
+
+import sys
+
+# Everything the driver uses is imported here, before the working directory is on sys.path.
+import importlib.util
+import os
+import traceback
+import unittest
+import unittest.case
+import unittest.loader
+import unittest.main
+import unittest.result
+import unittest.runner
+import unittest.signals
+import unittest.suite
+import unittest.util
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("golem_evidence", os.path.join(_here, "evidence.py"))
+evidence = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(evidence)
+
+_exit, _getcwd, _isinstance, _type, _vars = os._exit, os.getcwd, isinstance, type, vars
+STREAM = evidence.Stream()
+CWD = os.path.realpath(_getcwd())
+PSEUDO_TYPES = ("_ErrorHolder", "_FailedTest")
+_failed = {}            # test id -> outcome already reported as failing
+
+
+def _module_file(name):
+    module = sys.modules.get(name)
+    return evidence.relative(getattr(module, "__file__", None), CWD)
+
+
+def _failed_module_file(name):
+    """The file of a test module that could not be imported, from its dotted name."""
+    for top in (_Loader.top, CWD):
+        if not top:
+            continue
+        base = os.path.join(top, *name.split("."))
+        for path in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.exists(path):
+                return evidence.relative(path, CWD)
+    return None
+
+
+def _describe(test):
+    """(id, file, is pseudo, origins) for one test."""
+    test_id = test.id()
+    kind = _type(test).__name__
+    if kind == "_FailedTest":
+        return test_id, _failed_module_file(test._testMethodName or ""), True, []
+    if kind == "_ErrorHolder":
+        # "setUpClass (pkg.test_mod.Case)" or "setUpModule (pkg.test_mod)"
+        inner = test.description.rpartition("(")[2].rstrip(")")
+        module = inner if inner in sys.modules else inner.rpartition(".")[0]
+        return test_id, _module_file(module), True, []
+    method = getattr(test, getattr(test, "_testMethodName", "") or "", None)
+    objects = [method, getattr(test, "_testFunc", None)]
+    objects += _CLASS_CODE.setdefault(_type(test), evidence.class_code(_type(test)))
+    objects += [v for v in _vars(test).values() if callable(v)]
+    return (test_id, _module_file(_type(test).__module__), False,
+            evidence.origins([o for o in objects if o is not None], CWD))
+
+
+_CLASS_CODE = {}
+
+
+def _record(test, outcome):
+    test_id, file, pseudo, origins = _describe(test)
+    if _failed.get(test_id) and outcome == "passed":
+        return      # a subtest failed: the test as a whole did
+    if outcome in ("failed", "error"):
+        _failed[test_id] = outcome
+    STREAM.emit(e="test", id=test_id, outcome=outcome, file=file, pseudo=pseudo,
+                origins=origins)
+
+
+class _Result(unittest.TextTestResult):
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        _record(test, "passed")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        _record(test, "failed")
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        _record(test, "error")
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        _record(test, "skipped")
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        _record(test, "xfail")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        _record(test, "xpass")
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            failed = issubclass(err[0], test.failureException)
+            _record(test, "failed" if failed else "error")
+
+
+class _Runner(unittest.TextTestRunner):
+    resultclass = _Result
+
+
+class _Loader(unittest.TestLoader):
+    top = None
+
+    def discover(self, start_dir, pattern="test*.py", top_level_dir=None):
+        _Loader.top = os.path.abspath(top_level_dir or start_dir)
+        return super().discover(start_dir, pattern, top_level_dir)
+
+
+def _flatten(suite):
+    stack = [iter(suite)]
+    while stack:
+        for test in stack[-1]:
+            if _isinstance(test, unittest.TestSuite):
+                stack.append(iter(test))
+                break
+            yield test
+        else:
+            stack.pop()
+
+
+class _Program(unittest.TestProgram):
+    only = None
+    collected = ()
+    spaces = {}
+
+    def createTests(self, *args, **kwargs):
+        super().createTests(*args, **kwargs)
+        if self.only is not None:
+            self.test = unittest.TestSuite(t for t in _flatten(self.test) if t.id() == self.only)
+
+    def runTests(self):
+        tests = list(_flatten(self.test))
+        STREAM.emit(e="collected", count=len(tests))
+        spaces, seen = [], set()
+        for test in tests:
+            for owner in (_type(test), sys.modules.get(_type(test).__module__)):
+                if owner is not None and id(owner) not in seen and \
+                        _type(test).__name__ not in PSEUDO_TYPES:
+                    seen.add(id(owner))
+                    label = getattr(owner, "__qualname__", None) or owner.__name__
+                    spaces.append((owner.__module__ + "." + label if _isinstance(owner, type)
+                                   else owner.__name__, _vars(owner)))
+        _Program.spaces = spaces
+        _Program.collected = evidence.namespace(spaces)
+        super().runTests()
+
+
+def _machinery():
+    return evidence.members(("unittest",), [sys.modules[__name__], evidence])
+
+
+def main():
+    args = sys.argv[1:]
+    if args and args[0].startswith("--golem-only="):
+        _Program.only, args = args[0].split("=", 1)[1], args[1:]
+    sys.argv = ["python -m unittest", *args]
+    sys.path.insert(0, CWD)     # what `python -m unittest` puts first
+    STREAM.emit(e="start", runner="unittest", cwd=CWD)
+    before = _machinery()
+    try:
+        program = _Program(module=None, argv=sys.argv, testRunner=_Runner,
+                           testLoader=_Loader(), exit=False)
+    except SystemExit as exc:   # bad arguments: unittest printed why
+        STREAM.emit(e="end", ok=False, tests_run=0, exit=exc.code if _isinstance(exc.code, int)
+                    else 2)
+        _flush()
+        _exit(2)
+    except BaseException:
+        traceback.print_exc()
+        _flush()
+        _exit(2)
+    result = program.result
+    replaced = evidence.changed(before, _machinery())
+    replaced += evidence.rebound(_Program.collected, evidence.namespace(_Program.spaces))
+    if replaced:
+        STREAM.emit(e="guard", replaced=replaced)
+    ok = result.wasSuccessful() and result.testsRun > 0 and not replaced
+    STREAM.emit(e="end", ok=ok, tests_run=result.testsRun, exit=0 if ok else 1)
+    _flush()
+    # straight out: an atexit handler of the code under test must not run after the end
+    _exit(0 if ok else 1)
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+
+
+if __name__ == "__main__":
+    main()

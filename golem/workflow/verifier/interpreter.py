@@ -1,0 +1,147 @@
+"""The interpreter that runs the tests, pinned at the baseline.
+
+`locate` asks the Python a test command names (`python3`, a virtual environment's python, a
+pyenv shim, the interpreter of a `pytest` script) where it really is, without running any
+workspace code or site hook (`-I -S`), so every later run uses that exact interpreter: a
+shim that reads `.python-version`, or a PATH that changed, cannot swap it. The directories it
+lives in are bound read-only into every sandbox, wherever they are (under /tmp too).
+
+`probe` then asks it, inside the baseline's sandbox and with the working directory kept off
+sys.path (`-I`), which top-level modules it can import from outside the workspace: the
+standard library, site-packages, the runner and its dependencies. A change that creates one
+of those names where the tests import from is shadowing (golem/workflow/verifier/protect.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+
+from golem.errors import UsageError
+from golem.tools import process
+
+LOCATE = ("import sys, json; print(json.dumps({'executable': sys.executable, "
+          "'version': list(sys.version_info[:3]), 'base_prefix': sys.base_prefix, "
+          "'base_exec_prefix': sys.base_exec_prefix}))")
+
+# Runs in the test interpreter: argv[1] is the workspace, argv[2:] its dependency trees.
+PROBE = r"""
+import importlib.machinery, json, os, pkgutil, sys
+ws = os.path.realpath(sys.argv[1])
+deps = [os.path.realpath(d) for d in sys.argv[2:]]
+def inside(path, top):
+    return path == top or path.startswith(top + os.sep)
+suffixes = sorted(set(importlib.machinery.all_suffixes()), key=len, reverse=True)
+names = set(sys.builtin_module_names) | set(getattr(sys, "stdlib_module_names", ()))
+for entry in sys.path:
+    real = os.path.realpath(entry or ".")
+    if inside(real, ws) and not any(inside(real, d) for d in deps):
+        continue
+    if os.path.isdir(real):
+        try:
+            listing = os.listdir(real)
+        except OSError:
+            listing = []
+        for name in listing:
+            full = os.path.join(real, name)
+            if os.path.isdir(full):
+                if name.isidentifier():
+                    names.add(name)
+                continue
+            for suffix in suffixes:
+                if name.endswith(suffix) and name[:-len(suffix)].isidentifier():
+                    names.add(name[:-len(suffix)])
+                    break
+    else:
+        try:
+            names.update(m.name for m in pkgutil.iter_modules([entry]))
+        except Exception:
+            pass
+print(json.dumps({"names": sorted(names), "suffixes": suffixes}))
+"""
+
+
+@dataclass
+class Interpreter:
+    """The test interpreter: its absolute path, version, the directories it needs, and the
+    module names it imports from outside the workspace (filled by `probe`)."""
+
+    executable: str
+    version: tuple[int, ...]
+    roots: tuple[str, ...]
+    names: frozenset[str] = field(default_factory=frozenset)
+    suffixes: tuple[str, ...] = (".py", ".pyc", ".so")
+
+    def describe(self) -> str:
+        return f"{self.executable} (Python {'.'.join(map(str, self.version))})"
+
+
+def _script_interpreter(path: str) -> str | None:
+    """The Python a console script (`pytest`) runs with, from its `#!` line."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(400)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode("utf-8", errors="replace").split()
+    if not words:
+        return None
+    if os.path.basename(words[0]) == "env" and len(words) > 1:
+        words = words[1:]
+    name = os.path.basename(words[0])
+    return words[0] if name.startswith("python") else None
+
+
+def locate(program: str, env: dict[str, str], cwd: str, script: bool = False) -> Interpreter:
+    """Pin the interpreter `program` names (with `script`, the interpreter of the console
+    script `program`). UsageError, saying why, when it cannot be found or started."""
+    found = shutil.which(program, path=env.get("PATH")) if "/" not in program else program
+    if not found:
+        raise UsageError(f"the test command cannot start: {program!r} is not on PATH")
+    if script:
+        inner = _script_interpreter(found)
+        if inner is None:
+            raise UsageError(f"cannot tell which Python {found} runs (no python #! line); "
+                             "use -test 'python3 -m pytest ...'")
+        found = shutil.which(inner, path=env.get("PATH")) if "/" not in inner else inner
+        if not found:
+            raise UsageError(f"the test command cannot start: {inner!r} is not on PATH")
+    done = process.run([found, "-I", "-S", "-c", LOCATE], cwd=cwd, env=env, timeout=60)
+    try:
+        data = json.loads(done.output.strip().splitlines()[-1])
+        executable = os.path.abspath(data["executable"])
+        version = tuple(int(v) for v in data["version"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        last = done.output.strip().splitlines()[-1:] or ["no output"]
+        raise UsageError(f"the test command cannot start: {found} did not run as Python 3 "
+                         f"({last[0][:200]})") from None
+    roots = {os.path.dirname(os.path.realpath(executable)),
+             os.path.realpath(data["base_prefix"]), os.path.realpath(data["base_exec_prefix"])}
+    venv = os.path.dirname(os.path.dirname(executable))
+    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+        roots.add(os.path.realpath(venv))
+    chosen = sorted(r for r in roots if os.path.isdir(r))
+    chosen = [r for r in chosen if not any(r != q and r.startswith(q + "/") for q in chosen)]
+    return Interpreter(executable, version, tuple(chosen))
+
+
+def probe(interp: Interpreter, workspace: str, deps: list[str], env: dict[str, str],
+          wrap=None) -> Interpreter:
+    """Fill in the names `interp` imports from outside `workspace` (its `deps`, dependency
+    trees, count as outside). Run inside the baseline's sandbox."""
+    argv = [interp.executable, "-I", "-c", PROBE, workspace,
+            *(os.path.join(workspace, d) for d in deps)]
+    done = process.run(argv, cwd=workspace, env=env, timeout=120, cap=8_000_000, wrap=wrap)
+    try:
+        data = json.loads(done.output.strip().splitlines()[-1])
+        interp.names = frozenset(str(n) for n in data["names"])
+        interp.suffixes = tuple(str(s) for s in data["suffixes"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        last = done.output.strip().splitlines()[-1:] or ["no output"]
+        raise UsageError(f"the test interpreter {interp.executable} cannot run in the sandbox "
+                         f"({last[0][:300]})") from None
+    return interp

@@ -1,0 +1,237 @@
+"""Which changed paths touch the tests or the test machinery (and so cannot count as a fix).
+
+What the baseline ran decides first: every file it collected a test from is a test file,
+whatever its name. Then rules by name and place, all compared without regard to case:
+
+- test files by name (`test_*.py`, `*_test.py`, `*_tests.py`, `*.test.js`, ...) or in a test
+  directory (`tests`, `unittests`, `__tests__`, `spec`, ...), and every file under a test-data
+  directory (`testdata`, `fixtures`, `golden`, `snapshots`, `__snapshots__`, ...) or that is
+  not code inside a test directory: changing, deleting or adding one is protected (adding a
+  new test file is not);
+- `conftest.py` anywhere, interpreter start-up hooks (`sitecustomize.py`,
+  `usercustomize.py`, `*.pth`), runner and build configuration (`pytest.ini`, `tox.ini`,
+  `setup.cfg`, `pyproject.toml`, `package.json`, `jest.config.*`, ...), toolchain pins
+  (`.python-version`, `.tool-versions`, `runtime.txt`, `.nvmrc`, ...), package metadata
+  (`*.egg-info`, `*.dist-info`, whose entry points load plugins), build files the test
+  command uses;
+- shadowing, by import resolution: a new file or directory that creates a top-level module
+  name where the tests import from (the workspace's top, `src/`, the directories pytest and
+  unittest put on sys.path for the test files) is protected when that name is importable
+  from outside the workspace (the standard library, site-packages, the runner and its
+  dependencies, as the test interpreter reported them at the baseline) or is provided by
+  the workspace somewhere else on sys.path. Every module suffix the interpreter knows counts
+  (`.py`, `.pyc`, extension modules), and so do packages and namespace directories;
+- a dependency tree (`.venv`, `node_modules`, ...) or `.git`'s refs that the run changed.
+
+Each reason says which rule protected the path.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from dataclasses import dataclass, field
+
+from golem.workflow.verifier.snapshot import Changes
+
+TEST_DIRS = frozenset({"test", "tests", "testing", "unittests", "unit_tests", "__tests__",
+                       "spec", "specs", "e2e"})
+DATA_DIRS = frozenset({"testdata", "test_data", "test-data", "fixtures", "golden", "goldens",
+                       "snapshots", "__snapshots__", "cassettes", "expected"})
+TEST_FILES = ("test_*.py", "*_test.py", "*_tests.py", "tests.py", "test*.py", "*_test.go",
+              "*.test.js", "*.test.ts", "*.spec.js", "*.spec.ts", "*.test.mjs", "*.test.cjs",
+              "*.test.jsx", "*.test.tsx", "*.spec.jsx", "*.spec.tsx", "*_spec.rb", "*_test.rb")
+CODE_SUFFIXES = (".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go", ".rs",
+                 ".rb", ".java", ".kt", ".c", ".h", ".cc", ".cpp", ".hpp")
+# read by a runner wherever they sit between the root and the tests: protected at any depth
+CONFIG_ANYWHERE = frozenset({"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml",
+                             "tox.ini", "setup.cfg", "pyproject.toml", "package.json",
+                             "go.mod", "go.sum", "go.work", ".babelrc", ".mocharc.json",
+                             ".mocharc.js", ".mocharc.yml", ".coveragerc"})
+CONFIG_PATTERNS = ("jest.config.*", "vitest.config.*", "babel.config.*", "karma.conf.*")
+CONFIG_TOP = frozenset({"noxfile.py", "cargo.toml", "setup.py", "tsconfig.json",
+                        "requirements.txt", "manifest.in"})
+PINS = frozenset({".python-version", ".tool-versions", "runtime.txt", ".nvmrc",
+                  ".node-version", "rust-toolchain", "rust-toolchain.toml", ".ruby-version",
+                  ".go-version", ".java-version"})
+BUILD_FILES = frozenset({"makefile", "gnumakefile", "tox.ini", "noxfile.py", "package.json",
+                         "justfile", "taskfile.yml"})
+BUILD_PROGRAMS = frozenset({"make", "tox", "nox", "npm", "yarn", "pnpm", "just", "task"})
+HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
+METADATA = (".egg-info", ".dist-info", ".egg-link", ".egg")
+RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "unittest", "nose", "nose2",
+                            "conftest", "iniconfig"})
+
+
+@dataclass
+class Facts:
+    """What the baseline established that decides what is protected."""
+
+    test_argv: list[str] = field(default_factory=list)
+    test_files: set[str] = field(default_factory=set)   # the baseline collected tests here
+    before: set[str] = field(default_factory=set)        # every path at the snapshot
+    import_roots: set[str] = field(default_factory=lambda: {""})
+    outside_names: frozenset[str] = frozenset(sys.stdlib_module_names) | RUNNER_MODULES
+    suffixes: tuple[str, ...] = (".py", ".pyc", ".so")
+    trees_changed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def test_dirs(self) -> set[str]:
+        return {p.rpartition("/")[0] for p in self.test_files}
+
+
+def _lower_parts(rel: str) -> list[str]:
+    return rel.lower().split("/")
+
+
+def _named_like_test(name: str) -> bool:
+    lowered = name.lower()
+    return any(fnmatch.fnmatchcase(lowered, pattern) for pattern in TEST_FILES)
+
+
+def _test_dir(part: str) -> bool:
+    return part in TEST_DIRS or part.startswith("test") or part.endswith(("_test", "_tests"))
+
+
+def is_test_path(rel: str) -> bool:
+    """A file that belongs to the tests by name: in a test directory, or named like a test."""
+    parts = _lower_parts(rel)
+    return any(_test_dir(p) for p in parts[:-1]) or _named_like_test(parts[-1])
+
+
+def _in_data_dir(rel: str) -> bool:
+    return any(p in DATA_DIRS for p in _lower_parts(rel)[:-1])
+
+
+def _is_code(rel: str) -> bool:
+    return rel.lower().endswith(CODE_SUFFIXES)
+
+
+def module_name(entry: str, suffixes: tuple[str, ...], is_dir: bool) -> str | None:
+    """The top-level module a file or directory named `entry` provides, if any."""
+    if is_dir:
+        return entry if entry.isidentifier() else None
+    for suffix in sorted(suffixes, key=len, reverse=True):
+        if entry.endswith(suffix) and entry[:-len(suffix)].isidentifier():
+            return entry[:-len(suffix)]
+    return None
+
+
+def _created_name(rel: str, root: str, suffixes: tuple[str, ...]) -> tuple[str, str] | None:
+    """(module name, entry) that path `rel` creates at sys.path root `root`, if below it."""
+    prefix = root + "/" if root else ""
+    if not rel.startswith(prefix):
+        return None
+    rest = rel[len(prefix):].split("/")
+    entry = rest[0]
+    return (name, entry) if (name := module_name(entry, suffixes, len(rest) > 1)) else None
+
+
+def provided(paths: set[str], root: str, suffixes: tuple[str, ...]) -> set[str]:
+    """Top-level module names the files `paths` provide at sys.path root `root`."""
+    names = set()
+    for rel in paths:
+        created = _created_name(rel, root, suffixes)
+        if created:
+            names.add(created[0])
+    return names
+
+
+def import_roots(test_files: set[str], paths: set[str], extra: set[str] = ()) -> set[str]:
+    """The workspace directories the tests import from: the top, `src`, and for each test
+    file the directory above its outermost package (what pytest's default import mode and
+    unittest's discovery put on sys.path), plus `extra` (pytest's `pythonpath`)."""
+    roots = {"", *extra}
+    if any(p.startswith("src/") for p in paths):
+        roots.add("src")
+    for rel in test_files:
+        parent = rel.rpartition("/")[0]
+        while parent and f"{parent}/__init__.py" in paths:
+            parent = parent.rpartition("/")[0]
+        roots.add(parent)
+    return roots
+
+
+def _shadow(rel: str, facts: Facts) -> str | None:
+    for root in sorted(facts.import_roots, key=len, reverse=True):
+        created = _created_name(rel, root, facts.suffixes)
+        if not created:
+            continue
+        name, entry = created
+        here = provided(facts.before, root, facts.suffixes)
+        if name in here:
+            return None     # the workspace provided this name here before the run
+        where = f"{root}/" if root else "the top of the workspace"
+        if name in facts.outside_names:
+            return (f"shadowing: a new {entry!r} at {where} creates module {name!r}, which the "
+                    f"tests would otherwise import from outside the workspace")
+        others = [r for r in facts.import_roots if r != root
+                  and name in provided(facts.before, r, facts.suffixes)]
+        if others:
+            other = others[0] + "/" if others[0] else "the top"
+            return (f"shadowing: a new {entry!r} at {where} creates module {name!r}, which the "
+                    f"workspace provides at {other}")
+    return None
+
+
+def reason(rel: str, kind: str, facts: Facts) -> str | None:
+    """Why a change of `kind` (added/modified/removed) to `rel` is protected, or None."""
+    parts = _lower_parts(rel)
+    name = parts[-1]
+    programs = {os.path.basename(a) for a in facts.test_argv[:1]}
+    top = len(parts) == 1
+    if name == "conftest.py":
+        return "runner machinery: conftest.py changes how pytest collects and reports tests"
+    if name in HOOKS or name.endswith(".pth"):
+        return f"interpreter start-up hook: {rel} runs code when Python starts"
+    if any(p.endswith(METADATA) for p in parts[:-1]) or name.endswith(METADATA):
+        return "package metadata: its entry points can load test-runner plugins"
+    if name in PINS:
+        return f"toolchain pin: {rel} chooses the interpreter or toolchain that runs the tests"
+    if name in CONFIG_ANYWHERE or (top and name in CONFIG_TOP) or \
+            any(fnmatch.fnmatchcase(name, p) for p in CONFIG_PATTERNS):
+        return f"runner configuration: {rel} is test-runner or build configuration"
+    if name in BUILD_FILES and programs & BUILD_PROGRAMS:
+        return f"build file: {rel} is used by the test command"
+    if rel in facts.test_files and kind != "added":
+        verb = "deleted" if kind == "removed" else "modified"
+        return f"test file: the baseline collected tests from {rel}, and the run {verb} it"
+    if _in_data_dir(rel):
+        return f"test data: {rel} is under a test-data directory"
+    if kind == "added":
+        shadow = _shadow(rel, facts)
+        if shadow:
+            return shadow
+        if name == "__init__.py" and (is_test_path(rel) or
+                                      rel.rpartition("/")[0] in facts.test_dirs):
+            return "test package: a new __init__.py changes how the tests are imported"
+    in_test_dir = rel.rpartition("/")[0] in facts.test_dirs or \
+        any(_test_dir(p) for p in parts[:-1])
+    if in_test_dir and not _is_code(rel):
+        return f"test data: {rel} is not code, in a test directory"
+    if kind != "added" and is_test_path(rel):
+        verb = "deleted" if kind == "removed" else "modified"
+        return f"test file: an existing test file, {verb} (by name or directory)"
+    return None
+
+
+def protected_changes(changes: Changes, facts: Facts) -> list[tuple[str, str]]:
+    """(path, reason) for every protected path among the changes, sorted by path; a changed
+    dependency tree comes as one entry for the tree."""
+    found = [(tree, f"dependency tree changed during the run ({what}); it is linked, not "
+                    "copied, into the verification") for tree, what in facts.trees_changed.items()]
+    for kind, paths in (("added", changes.added), ("modified", changes.modified),
+                        ("removed", changes.removed)):
+        for rel in paths:
+            why = reason(rel, kind, facts)
+            if why:
+                found.append((rel, why))
+    return sorted(found)
+
+
+def new_tests(changes: Changes, facts: Facts | None = None) -> list[str]:
+    """Added files that are tests, by name or place (allowed, and run in a pass of their own)."""
+    dirs = facts.test_dirs if facts else set()
+    return sorted(p for p in changes.added
+                  if _is_code(p) and (is_test_path(p) or p.rpartition("/")[0] in dirs))

@@ -1,0 +1,116 @@
+"""Scratch directories, one set per phase, so nothing one phase writes reaches the next.
+
+Each phase (the baseline, the agent's run, the verification) gets a directory of its own,
+made with `mkdtemp` (mode 0700, a name nobody can predict) when the phase starts, and
+removed, iteratively and without following links, when it ends. Inside it every suite run
+gets a fresh HOME and TMPDIR, and golem's helpers (the unittest driver, the pytest launcher
+and plugin, the node reporter) are written into a `helpers` directory that sandboxes bind
+read-only. Only the agent phase's directory is ever writable inside the model's sandbox,
+and it is removed before the verification starts.
+
+Bytecode comes from a cache golem owns (`cache_dir`): the standard library, the project's
+dependencies and its unchanged code, compiled by baseline runs, the only runs that may write
+it. Every other phase gets it bound read-only (Python then compiles what is missing in
+memory), so no command of the agent's phase and no test of the verification can change what
+a later run reads; where commands run unconfined, golem checks it is unchanged before it
+trusts it again, and throws it away otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+
+from golem.tools import tree
+
+HELPERS = ("evidence.py", "unittest_driver.py", "pytest_launcher.py", "pytest_plugin.py",
+           "node_reporter.mjs", "pytest.ini")
+
+
+@dataclass
+class RunScratch:
+    """What one suite run writes: its HOME, TMPDIR, bytecode cache and result files."""
+
+    root: str
+    home: str
+    tmp: str
+    pycache: str
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        return {**base, "HOME": self.home, "TMPDIR": self.tmp,
+                "PYTHONPYCACHEPREFIX": self.pycache, "PYTHONNOUSERSITE": "1"}
+
+
+class Phase:
+    """The scratch of one phase; a context manager that removes it on the way out."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.root = tempfile.mkdtemp(prefix=f"golem-{name}-")
+        self._helpers: str | None = None
+        self._runs = 0
+
+    def helpers(self) -> str:
+        """The read-only directory holding golem's helpers for this phase."""
+        if self._helpers is None:
+            path = os.path.join(self.root, "helpers")
+            os.mkdir(path, 0o700)
+            package = resources.files("golem.workflow.verifier.helpers")
+            for name in HELPERS:
+                tree.write_output(os.path.join(path, name),
+                                  package.joinpath(name).read_text(encoding="utf-8"))
+                os.chmod(os.path.join(path, name), 0o444)
+            os.chmod(path, 0o555)
+            self._helpers = path
+        return self._helpers
+
+    def run(self, pycache: str | None = None) -> RunScratch:
+        """A fresh HOME and TMPDIR for one run, with bytecode from `pycache` (golem's cache)
+        or, without one, from a fresh empty directory."""
+        self._runs += 1
+        root = tempfile.mkdtemp(prefix=f"run{self._runs}-", dir=self.root)
+        home, tmp = os.path.join(root, "home"), os.path.join(root, "tmp")
+        os.mkdir(home, 0o700)
+        os.mkdir(tmp, 0o700)
+        if pycache is None:
+            pycache = os.path.join(root, "pycache")
+            os.mkdir(pycache, 0o700)
+        return RunScratch(root, home, tmp, pycache)
+
+    def close(self) -> None:
+        if self._helpers is not None:
+            os.chmod(self._helpers, stat.S_IRWXU)
+        tree.remove_tree(self.root)
+
+    def __enter__(self) -> Phase:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def cache_dir(state: str, interpreter: str, workspace: str) -> str:
+    """golem's bytecode cache for one interpreter and workspace, under the state directory
+    `state` (made 0700, never a link)."""
+    key = hashlib.sha256(f"{interpreter}\0{workspace}".encode("utf-8", "surrogateescape"))
+    path = os.path.join(state, "pycache", key.hexdigest()[:24])
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    if os.path.islink(path) or not os.path.isdir(path):
+        raise OSError(f"{path} is not a directory golem made")
+    return path
+
+
+def cache_state(path: str) -> dict[str, str]:
+    """path -> kind, size, modification and change times of every entry of a cache."""
+    found = {}
+    try:
+        for item in tree.walk(path, max_depth=400):
+            info = item.info
+            found[item.rel] = f"{item.kind}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+    except (OSError, tree.TreeError):
+        found["?"] = "unreadable"
+    return found

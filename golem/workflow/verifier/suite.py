@@ -1,0 +1,457 @@
+"""The test command, and what each test did when golem ran it.
+
+Outcomes never come from stdout that the code under test could forge. unittest runs under
+golem's driver and pytest under golem's launcher and plugin (helpers/), started in isolated
+mode from a read-only directory: they stream one record per finished test over a pipe golem
+reads during the run, so nothing that runs later (an atexit hook) can rewrite them, and a
+run that ends without its last record did not finish. `node --test` and jest write JSON
+files, `go test -json` an event stream on stdout (golem/workflow/verifier/runners.py). Any
+other runner is judged by its exit code alone, and the verdict says so.
+
+golem runs the suite the same way every time, as fixed at the baseline (`Plan`): the test
+interpreter or program by its absolute path, and for pytest the configuration file, rootdir
+and confcutdir the baseline used, given explicitly, so nothing above the directory the suite
+runs in is searched for runner configuration.
+
+Detection, when `-test` is absent (first rule that matches wins):
+1. pytest configuration (`pytest.ini`, `.pytest.ini`, `pytest.toml`, `conftest.py` at the
+   top, `[tool.pytest` in pyproject.toml, `[tool:pytest]` in setup.cfg, `[pytest]` in
+   tox.ini): `python3 -m pytest`
+2. test files written for pytest (module-level `test_` functions, `import pytest`):
+   `python3 -m pytest`
+3. a `tests/` or `test/` directory, or `test*.py` at the top: `python3 -m unittest discover`
+   (`-s DIR`, plus `-t .` when DIR is a package)
+4. `go.mod`: `go test ./...`; `Cargo.toml`: `cargo test`; `package.json` with a test script:
+   `npm test`; a Makefile with a `test:` target: `make test`
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+from dataclasses import dataclass, field
+
+from golem.errors import UsageError
+from golem.tools import process, tree
+from golem.workflow.verifier import runners
+from golem.workflow.verifier.interpreter import Interpreter
+from golem.workflow.verifier.scratch import RunScratch
+
+FAILING = ("failed", "error")
+OUTCOMES = frozenset({"passed", "failed", "error", "skipped", "xfail", "xpass"})
+EVIDENCE = {"unittest": "unittest-json", "pytest": "pytest-json", "go": "go-json",
+            "node": "node-json", "jest": "jest-json"}
+GO_CAP = 32_000_000         # the go event stream is the evidence: keep far more of it
+RECORDS_CAP = 64_000_000    # bytes of records golem reads from one run
+PYTEST_PINS = ("-c", "--config-file", "--rootdir", "--confcutdir")
+
+
+@dataclass
+class TestCommand:
+    """The command that defines success, and how golem reads its results."""
+
+    argv: list[str]
+    runner: str         # "unittest", "pytest", "go", "node", "jest" or "exit-code"
+    origin: str         # "-test" or "detected: <why>"
+
+    @property
+    def text(self) -> str:
+        return shlex.join(self.argv)
+
+
+@dataclass
+class SuiteResult:
+    """One run of the suite. `tests` is None when only the exit code is known."""
+
+    exit_code: int | None
+    timed_out: bool
+    output: str
+    elapsed: float
+    evidence: str                               # a value of EVIDENCE, or "exit-code"
+    tests: dict[str, str] | None = None         # test id -> passed/failed/error/skipped/xfail/xpass
+    pseudo: set[str] = field(default_factory=set)   # ids that stand for import or setup errors
+    files: dict[str, str] = field(default_factory=dict)     # test id -> file it came from
+    origins: dict[str, list[str]] = field(default_factory=dict)  # test id -> its code's files
+    config: dict | None = None                  # pytest: rootdir, inifile, confcutdir
+    problem: str | None = None                  # why the evidence cannot be trusted
+
+    @property
+    def failing(self) -> list[str]:
+        return sorted(t for t, o in (self.tests or {}).items() if o in FAILING)
+
+    @property
+    def passed(self) -> bool:
+        """Green: exit 0, no failing test, trustworthy evidence."""
+        return (self.exit_code == 0 and not self.timed_out and self.problem is None
+                and not self.failing)
+
+    @property
+    def started(self) -> bool:
+        """The command ran at all (it could be started and was not reported missing)."""
+        return self.exit_code is not None and self.exit_code not in (126, 127)
+
+    def summary(self) -> str:
+        if self.tests is not None:
+            counts = _counts(self.tests) or {}
+            parts = [f"{n} {o}" for o, n in sorted(counts.items())] or ["no tests"]
+            text = f"{len(self.tests)} tests: " + ", ".join(parts)
+        else:
+            text = "exit code only"
+        state = "timed out" if self.timed_out else f"exit {self.exit_code}"
+        problem = f"; {self.problem}" if self.problem else ""
+        return f"{'passing' if self.passed else 'failing'} ({text}; {state}{problem})"
+
+    def to_json(self) -> dict:
+        return {"passed": self.passed, "exit_code": self.exit_code, "timed_out": self.timed_out,
+                "evidence": self.evidence, "failing": self.failing,
+                "counts": _counts(self.tests), "problem": self.problem}
+
+    def tests_from(self, files: set[str]) -> dict[str, str]:
+        """The outcomes of the tests collected from `files`."""
+        return {t: o for t, o in (self.tests or {}).items() if self.files.get(t) in files}
+
+
+def _counts(tests: dict[str, str] | None) -> dict[str, int] | None:
+    if tests is None:
+        return None
+    counts: dict[str, int] = {}
+    for outcome in tests.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return counts
+
+
+def is_python(program: str) -> bool:
+    return re.fullmatch(r"python(\d(\.\d+)?)?", os.path.basename(program)) is not None
+
+
+def runner_of(argv: list[str]) -> str:
+    """Which result format golem can read from this command."""
+    if not argv:
+        return "exit-code"
+    name = os.path.basename(argv[0])
+    if name in ("pytest", "py.test") or (is_python(argv[0]) and argv[1:3] == ["-m", "pytest"]):
+        return "pytest"
+    if is_python(argv[0]) and argv[1:3] == ["-m", "unittest"]:
+        return "unittest"
+    if runners.is_go(argv):
+        return "go"
+    if runners.is_node(argv):
+        return "node"
+    if runners.is_jest(argv):
+        return "jest"
+    return "exit-code"
+
+
+def parse_command(text: str) -> TestCommand:
+    """The `-test` flag: split like a shell would, run without one."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(f"cannot parse -test {text!r}: {exc}") from None
+    if not argv:
+        raise UsageError("-test is empty; give the command that runs the suite")
+    return TestCommand(argv, runner_of(argv), "-test")
+
+
+def _read(path: str, limit: int = 1_000_000) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+_PYTEST_IMPORT = re.compile(r"^\s*(import pytest\b|from pytest\b|from _pytest\b|import _pytest\b)",
+                            re.M)
+_MODULE_TEST = re.compile(r"^(async\s+)?def test\w*\s*\(", re.M)
+_TEST_FILE = re.compile(r"(^test_.*|.*_test)\.py$")
+
+
+def _written_for_pytest(root: str) -> str | None:
+    """Why the test files look written for pytest (module-level test functions, an import
+    of pytest), or None. Reads at most a few hundred files."""
+    seen = 0
+    for top in ("tests", "test", "testing", ""):
+        base = os.path.join(root, top) if top else root
+        if not os.path.isdir(base) or os.path.islink(base):
+            continue
+        skip = lambda rel, name: name.startswith(".") or name in (
+            "node_modules", "venv", "__pycache__", "build", "dist", "site-packages")
+        try:
+            items = list(tree.walk(base, skip, max_depth=1 if not top else 6,
+                                   max_entries=20_000))
+        except tree.TreeError:
+            items = []
+        for item in items:
+            if item.kind != "file" or not _TEST_FILE.match(item.name) or seen > 300:
+                continue
+            seen += 1
+            text = _read(os.path.join(base, item.rel), 200_000)
+            rel = f"{top}/{item.rel}" if top else item.rel
+            if _MODULE_TEST.search(text):
+                return f"{rel} has module-level test functions"
+            if _PYTEST_IMPORT.search(text):
+                return f"{rel} imports pytest"
+    return None
+
+
+def detect(root: str) -> TestCommand:
+    """Choose the test command for the repository at `root` (rules in the module docstring)."""
+    def exists(*parts: str) -> bool:
+        return os.path.exists(os.path.join(root, *parts))
+
+    pytest_signs = [("pytest.ini", None), (".pytest.ini", None), ("pytest.toml", None),
+                    ("conftest.py", None), ("pyproject.toml", "[tool.pytest"),
+                    ("setup.cfg", "[tool:pytest]"), ("tox.ini", "[pytest]")]
+    for name, marker in pytest_signs:
+        if exists(name) and (marker is None or marker in _read(os.path.join(root, name))):
+            return TestCommand(["python3", "-m", "pytest"], "pytest", f"detected: {name}")
+    why = _written_for_pytest(root)
+    if why:
+        return TestCommand(["python3", "-m", "pytest"], "pytest", f"detected: {why}")
+    for folder in ("tests", "test"):
+        if os.path.isdir(os.path.join(root, folder)):
+            argv = ["python3", "-m", "unittest", "discover", "-s", folder]
+            if exists(folder, "__init__.py"):
+                argv += ["-t", "."]
+            return TestCommand(argv, "unittest", f"detected: {folder}/ directory")
+    if any(n.startswith("test") and n.endswith(".py") for n in os.listdir(root)):
+        return TestCommand(["python3", "-m", "unittest", "discover"], "unittest",
+                           "detected: test*.py files")
+    if exists("go.mod"):
+        return TestCommand(["go", "test", "./..."], "go", "detected: go.mod")
+    if exists("Cargo.toml"):
+        return TestCommand(["cargo", "test"], "exit-code", "detected: Cargo.toml")
+    if exists("package.json"):
+        try:
+            scripts = json.loads(_read(os.path.join(root, "package.json"))).get("scripts", {})
+        except (ValueError, AttributeError):
+            scripts = {}
+        if isinstance(scripts, dict) and "test" in scripts:
+            return TestCommand(["npm", "test"], "exit-code", "detected: package.json test script")
+    for name in ("Makefile", "makefile", "GNUmakefile"):
+        if exists(name) and re.search(r"^test\s*:", _read(os.path.join(root, name)), re.M):
+            return TestCommand(["make", "test"], "exit-code", f"detected: {name} test target")
+    raise UsageError(f"cannot tell how to run the tests in {root}; pass -test 'COMMAND'")
+
+
+# pytest options whose value is the next argument: that value is not a test path
+PYTEST_VALUE_OPTIONS = {
+    "-k", "-m", "-p", "-c", "-o", "-W", "-r", "-n", "--rootdir", "--confcutdir", "--basetemp",
+    "--deselect", "--ignore", "--ignore-glob", "--tb", "--maxfail", "--durations",
+    "--import-mode", "--log-level", "--log-file", "--junit-xml", "--junitxml", "--capture",
+    "--override-ini", "--config-file", "--dist", "--cov", "--cov-report", "--cov-config"}
+
+
+def pytest_split(args: list[str], cwd: str) -> tuple[list[str], list[str]]:
+    """pytest's arguments split into its options (with their values) and its test paths."""
+    options, paths = [], []
+    takes_value = False
+    for arg in args:
+        if takes_value:
+            options.append(arg)
+            takes_value = False
+        elif arg.startswith("-"):
+            options.append(arg)
+            takes_value = arg in PYTEST_VALUE_OPTIONS
+        elif os.path.exists(os.path.join(cwd, arg.split("::")[0])):
+            paths.append(arg)
+        else:
+            options.append(arg)     # not a path: leave it to pytest
+    return options, paths
+
+
+@dataclass
+class Plan:
+    """How golem runs the test command for its own evidence, fixed at the baseline."""
+
+    command: TestCommand
+    program: str                            # argv[0], absolute
+    interpreter: Interpreter | None = None  # the test interpreter (unittest, pytest)
+    pytest_config: dict | None = None       # rootdir, inifile, confcutdir relative to the run
+
+    @property
+    def runner(self) -> str:
+        return self.command.runner
+
+    def _pytest_args(self) -> tuple[list[str], bool]:
+        argv = self.command.argv
+        if argv[1:3] == ["-m", "pytest"]:
+            return list(argv[3:]), True
+        return list(argv[1:]), False
+
+    def _pins(self, cwd: str, helpers: str, args: list[str]) -> list[str]:
+        """-c, --rootdir and --confcutdir as the baseline found them, inside `cwd`."""
+        config = self.pytest_config
+        if config is None:
+            return []
+        given = {a.split("=", 1)[0] for a in args if a.startswith("-")}
+        pins = []
+        if not given & {"-c", "--config-file"}:
+            ini = config.get("inifile")
+            pins += ["-c", os.path.join(cwd, ini) if ini else os.path.join(helpers, "pytest.ini")]
+        if "--rootdir" not in given:
+            pins.append("--rootdir=" + os.path.normpath(os.path.join(cwd, config["rootdir"])))
+        if "--confcutdir" not in given:
+            pins.append("--confcutdir=" + os.path.normpath(
+                os.path.join(cwd, config.get("confcutdir") or config["rootdir"])))
+        return pins
+
+    def argv(self, cwd: str, run: RunScratch, helpers: str, only: str | None = None,
+             result: str | None = None, write_cache: bool = False) -> list[str]:
+        """The command line of one run in `cwd`; `only` runs that one test (unittest id, or
+        pytest `file::name`), `result` is where a runner that writes a file puts it;
+        `write_cache` lets the interpreter write bytecode into golem's cache (baselines
+        only)."""
+        argv = [self.program, *self.command.argv[1:]]
+        isolated = [self.program, "-I", *([] if write_cache else ["-B"]), "-X",
+                    f"pycache_prefix={run.pycache}"]
+        if self.runner == "unittest":
+            selection = [f"--golem-only={only}"] if only is not None else []
+            return [*isolated, os.path.join(helpers, "unittest_driver.py"), *selection,
+                    *self.command.argv[3:]]
+        if self.runner == "pytest":
+            args, cwd_first = self._pytest_args()
+            pins = self._pins(cwd, helpers, args)
+            if only is not None:
+                args = [*pytest_split(args, cwd)[0], only]
+            return [*isolated, os.path.join(helpers, "pytest_launcher.py"),
+                    *(["--golem-cwd"] if cwd_first else []), *args, *pins,
+                    "-p", "no:cacheprovider", "--continue-on-collection-errors"]
+        if self.runner == "go":
+            return runners.go_argv(argv)
+        if self.runner == "node":
+            return runners.node_argv(argv, os.path.join(helpers, "node_reporter.mjs"), result)
+        if self.runner == "jest":
+            return runners.jest_argv(argv, result)
+        return argv
+
+
+def plan_for(command: TestCommand, env: dict[str, str], cwd: str) -> Plan:
+    """The plan for `command`: its program (or interpreter) pinned to an absolute path."""
+    argv0 = command.argv[0]
+    if command.runner in ("unittest", "pytest"):
+        from golem.workflow.verifier.interpreter import locate
+        script = command.runner == "pytest" and not is_python(argv0)
+        interp = locate(argv0, env, cwd, script=script)
+        return Plan(command, interp.executable, interp)
+    program = argv0 if "/" in argv0 else shutil.which(argv0, path=env.get("PATH"))
+    if not program:
+        raise UsageError(f"the test command cannot start: {argv0!r} is not on PATH")
+    return Plan(command, os.path.abspath(program) if "/" in program else program)
+
+
+def run_suite(plan: Plan, *, cwd: str, env: dict[str, str], run: RunScratch, helpers: str,
+              timeout: float, wrap=None, cap: int = 200_000, only: str | None = None,
+              write_cache: bool = False) -> SuiteResult:
+    """Run the suite once in `cwd` and read each test's outcome from golem's own evidence;
+    only a baseline run may `write_cache` (golem's bytecode cache)."""
+    result_file = os.path.join(run.root, f"result-{plan.runner}.json")
+    argv = plan.argv(cwd, run, helpers, only, result_file, write_cache)
+    if plan.runner == "go":
+        cap = max(cap, GO_CAP)
+    streams = plan.runner in ("unittest", "pytest")
+    done = process.run(argv, cwd=cwd, env=run.env(env), timeout=timeout, cap=cap, wrap=wrap,
+                       evidence=RECORDS_CAP if streams else 0)
+    result = SuiteResult(done.exit_code, done.timed_out, done.output, done.elapsed, "exit-code")
+    if plan.runner not in EVIDENCE:
+        return result
+    result.evidence = EVIDENCE[plan.runner]
+    if streams:
+        _read_stream(result, done.evidence, done.evidence_truncated)
+    elif plan.runner == "go":
+        result.tests, result.pseudo, result.output, result.problem = runners.parse_go(
+            done.output)
+        if done.truncated:
+            result.problem = "the go test event stream was too long to keep whole"
+    else:
+        _read_file(result, plan.runner, result_file, cwd)
+    if result.problem is None and not result.tests:
+        result.problem = "no tests ran"
+    elif result.problem is None and (result.exit_code == 0) == bool(result.failing):
+        result.problem = (f"the exit code ({result.exit_code}) disagrees with the results "
+                          f"({len(result.failing)} failing)")
+    return result
+
+
+def _read_file(result: SuiteResult, runner: str, path: str, cwd: str) -> None:
+    data = tree.read_file(os.path.dirname(path), os.path.basename(path), 256_000_000)
+    if data is None:
+        result.tests = {}
+        result.problem = "the result file was missing: the suite did not run to the end"
+        return
+    text = data[0].decode("utf-8", errors="replace")
+    try:
+        if runner == "node":
+            result.tests, result.pseudo, result.problem = runners.parse_node(text, cwd)
+        else:
+            result.tests, result.pseudo = runners.parse_jest(json.loads(text), cwd)
+    except (ValueError, KeyError, TypeError) as exc:
+        result.tests = {}
+        result.problem = f"the result file was unreadable ({exc}): the suite did not finish"
+
+
+def _read_stream(result: SuiteResult, raw: bytes, truncated: bool) -> None:
+    """Fill `result` from the records golem's driver or plugin streamed during the run."""
+    tests: dict[str, str] = {}
+    replaced: list[str] = []
+    started = ended = False
+    end: dict = {}
+    problem = None
+    for number, line in enumerate(raw.splitlines(), 1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            problem = f"record {number} of the evidence is not JSON"
+            break
+        kind = record.get("e") if isinstance(record, dict) else None
+        if ended:
+            problem = "evidence arrived after the run's last record"
+            break
+        if kind == "start":
+            if started:
+                problem = "the evidence started twice"
+                break
+            started = True
+        elif kind == "config":
+            result.config = {k: record.get(k) for k in ("rootdir", "inifile", "confcutdir")}
+        elif kind == "test":
+            test_id, outcome = record.get("id"), record.get("outcome")
+            if not isinstance(test_id, str) or outcome not in OUTCOMES:
+                problem = f"record {number} of the evidence is malformed"
+                break
+            if tests.get(test_id) not in FAILING or outcome in FAILING:
+                tests[test_id] = outcome
+            if record.get("pseudo"):
+                result.pseudo.add(test_id)
+            if isinstance(record.get("file"), str):
+                result.files.setdefault(test_id, record["file"])
+            if isinstance(record.get("origins"), list):
+                result.origins.setdefault(test_id, []).extend(
+                    o for o in record["origins"] if isinstance(o, str))
+        elif kind == "guard":
+            replaced += [str(r) for r in record.get("replaced") or []]
+        elif kind == "end":
+            ended, end = True, record
+    if replaced:
+        # not a test: it stands for the whole run, which cannot be trusted
+        test_id = ("golem: the code under test replaced " + ", ".join(replaced[:5])
+                   + (" and more" if len(replaced) > 5 else ""))
+        tests[test_id] = "error"
+        result.pseudo.add(test_id)
+    result.tests = tests
+    if problem is None and truncated:
+        problem = "the evidence was too long to keep whole"
+    if problem is None and not started:
+        problem = "the runner never started: the result file was missing"
+    if problem is None and not ended:
+        problem = ("the run did not finish (no last record): the suite exited early or was "
+                   "cut short")
+    if problem is None and isinstance(end.get("exit"), int) and result.exit_code is not None \
+            and not result.timed_out and end["exit"] != result.exit_code:
+        problem = (f"the process exited {result.exit_code} after the runner finished with "
+                   f"{end['exit']}: something ran after the end")
+    result.problem = problem
