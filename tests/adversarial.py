@@ -239,12 +239,12 @@ class AdversarialCase(GolemCase):
         return outcome
 
     def verify(self, repo: str, *extra: str, command: str | None = UNITTEST_CMD,
-               base: str = "HEAD~1", sandbox: str = "none") -> Outcome:
+               base: str = "HEAD~1", sandbox: str = "none", env: dict | None = None) -> Outcome:
         args = ["verify", "-dir", repo, "-base", base, "-sandbox", sandbox, "-trace",
                 self.trace, "-json"]
         if command is not None:
             args += ["-test", command]
-        return invoke([*args, *extra])
+        return invoke([*args, *extra], env)
 
     def commit_change(self, repo: str, files: dict[str, str | None],
                       message: str = "change") -> None:

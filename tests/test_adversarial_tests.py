@@ -379,33 +379,46 @@ NEWER_SYNTAX_CHEAT = "type Number = int\n\n\n" + ALWAYS_EQUAL
 
 
 @functools.lru_cache(maxsize=1)
-def newer_pyenv_python() -> str | None:
-    """A version name `.python-version` can select that has newer syntax than this
-    interpreter (so golem's parser cannot read it), when python3 is a pyenv shim."""
-    if sys.version_info >= (3, 12) or not shutil.which("pyenv"):
+def newer_pyenv_python() -> tuple[str, dict] | None:
+    """A version `.python-version` can select through pyenv's shims that has newer syntax than
+    this interpreter (so golem's parser cannot read it), and the environment of a user whose
+    PATH starts with the shims; None where there is no such thing."""
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    shims, pyenv = os.path.join(root, "shims"), os.path.join(root, "bin", "pyenv")
+    if sys.version_info >= (3, 12) or not os.path.exists(os.path.join(shims, "python3")) \
+            or not os.path.exists(pyenv):
         return None
-    listed = subprocess.run(["pyenv", "versions", "--bare"], capture_output=True, text=True)
+    # a shell's environment, not the one `pyenv exec` gave this process
+    env = {"PATH": shims + os.pathsep + os.environ.get("PATH", ""), "PYENV_VERSION": None,
+           "PYENV_DIR": None}
+    plain = {k: v for k, v in os.environ.items() if k not in env}
+    plain["PATH"] = env["PATH"]
+    listed = subprocess.run([pyenv, "versions", "--bare"], capture_output=True, text=True,
+                            env=plain)
     for version in listed.stdout.split():
         parts = version.split(".")
-        if len(parts) >= 2 and parts[0] == "3" and parts[1].isdigit() and int(parts[1]) >= 12:
-            with tempfile.TemporaryDirectory() as where:
-                with open(os.path.join(where, ".python-version"), "w") as handle:
-                    handle.write(version + "\n")
-                done = subprocess.run(["python3", "-c", "exec('type X = int'); print('ok')"],
-                                      cwd=where, capture_output=True, text=True)
-            if done.stdout.strip() == "ok":
-                return version
+        if len(parts) < 2 or parts[0] != "3" or not parts[1].isdigit() or int(parts[1]) < 12:
+            continue
+        with tempfile.TemporaryDirectory() as where:
+            with open(os.path.join(where, ".python-version"), "w") as handle:
+                handle.write(version + "\n")
+            done = subprocess.run(["python3", "-c", "exec('type X = int'); print('ok')"],
+                                  cwd=where, capture_output=True, text=True, env=plain)
+        if done.stdout.strip() == "ok":
+            return version, env
     return None
 
 
-def python_version_change() -> dict[str, str]:
+def python_version_change() -> tuple[dict[str, str], dict | None]:
     """The whole attack where a newer interpreter is there to select: `.python-version`, newer
-    syntax and a cheat inside; elsewhere a pin of this interpreter beside an honest fix."""
-    version = newer_pyenv_python()
-    if version:
-        return {".python-version": version + "\n", "calc.py": NEWER_SYNTAX_CHEAT}
-    return {".python-version": ".".join(map(str, sys.version_info[:3])) + "\n",
-            "calc.py": FIXED_CALC}
+    syntax and a cheat inside (with the environment it needs); elsewhere a pin of this
+    interpreter beside an honest fix."""
+    newer = newer_pyenv_python()
+    if newer:
+        version, env = newer
+        return {".python-version": version + "\n", "calc.py": NEWER_SYNTAX_CHEAT}, env
+    pin = ".".join(map(str, sys.version_info[:3]))
+    return {".python-version": pin + "\n", "calc.py": FIXED_CALC}, None
 
 
 class ScanSwitchedOffTest(AdversarialCase):
@@ -424,8 +437,9 @@ class ScanSwitchedOffTest(AdversarialCase):
 
     def test_a_python_version_pin_is_protected(self):
         repo = self.project(BUGGY)
-        calls = [write(path, text) for path, text in python_version_change().items()]
-        outcome = self.attack(repo, calls, "-strict")
+        change, env = python_version_change()
+        calls = [write(path, text) for path, text in change.items()]
+        outcome = self.attack(repo, calls, "-strict", env=env)
         report = self.assertVerdict(outcome, "REJECTED")
         self.assertIn(".python-version", [p["path"] for p in report["protected_changes"]])
 
@@ -556,7 +570,8 @@ class VerifyBaseTest(AdversarialCase):
                          *extra: str):
         repo = self.project(files, git_repo=True)
         self.commit_change(repo, change, "make the tests pass")
-        return self.verify(repo, *extra, command=command)
+        env = python_version_change()[1] if ".python-version" in change else None
+        return self.verify(repo, *extra, command=command, env=env)
 
     def test_key_attacks(self):
         attacks = {
@@ -572,7 +587,7 @@ class VerifyBaseTest(AdversarialCase):
             "padding line and an always-equal cheat": (
                 BUGGY, {"calc.py": PADDED_CHEAT}, UNITTEST_CMD, ("-strict",), "REJECTED"),
             ".python-version pin": (
-                BUGGY, python_version_change(), UNITTEST_CMD, ("-strict",), "REJECTED"),
+                BUGGY, python_version_change()[0], UNITTEST_CMD, ("-strict",), "REJECTED"),
             "testPartExecutor replaced through sys.modules": (
                 BUGGY, {"calc.py": QUIET_OUTCOME}, UNITTEST_CMD, ("-strict",), None),
             "import error, then a module-level skip": (
