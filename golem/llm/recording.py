@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from golem.errors import ProviderError, UsageError
 from golem.llm.http import Transport, TransportFailure, urllib_transport
-from golem.trace import redact
+from golem.outgoing import finite, redact, redact_value
 
 __all__ = ["Recorder", "Replayer", "differences", "first_difference", "transport_for"]
 
@@ -65,7 +65,9 @@ class Recorder:
         return status, reply_headers, raw
 
     def _append(self, exchange: dict[str, Any], secrets: list[str]) -> None:
-        line = redact(json.dumps(exchange, ensure_ascii=False), secrets)
+        # redacted in the data first (a key JSON would escape is still found), then the text
+        line = redact(json.dumps(finite(redact_value(exchange, secrets)), ensure_ascii=False),
+                      secrets)
         # Opened per exchange so a crashed run still leaves every exchange before the crash.
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")

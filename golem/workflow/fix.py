@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 
 from golem import agent
-from golem.agent import prompts
-from golem.llm import Provider
+from golem.agent import prompts, stops
+from golem.errors import interrupted
+from golem.llm import Provider, preflight
 from golem.tools import default_registry
 from golem.trace import Trace
 from golem.workflow import rebuild, repeat, runs
@@ -65,6 +66,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             summary = "ALREADY_GREEN: the suite passes before any change; no model was called"
             trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
+        preflight.wait(provider, options.budget.deadline)   # a rejected key: exit 2 here
 
         run_id, run_dir = runs.new_run(setup.workspace.root)
         snap = Snapshot.take(setup.workspace.root, run_dir)
@@ -96,7 +98,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             trace.emit("note", message=f"run {run_id} changed {len(changes.all)} file(s); "
                        f"`golem undo {run_id}` puts them back", run_id=run_id)
         if outcome.stop == "interrupted":
-            raise KeyboardInterrupt
+            raise interrupted(outcome.interrupt, report)    # the CLI prints it with -json
 
         # the re-run happens in a copy rebuilt from the snapshot plus the allowed changes only
         copy = rebuild.from_snapshot(snap, setup.workspace.root,
@@ -110,6 +112,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             # a clean exit for a task that cannot be done honestly: say so beside the evidence
             verdict.summary += ("; the model declined, saying the task cannot be done without "
                                 "changing the tests")
+        stops.explain(verdict, outcome)     # a provider error or a refusal, named
         report.update(flaky=flaky, verified_in="copy", exit_code=verdict.exit_code,
                       **verdict.fields())
         report["tests"]["after"] = after.to_json()

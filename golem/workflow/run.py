@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from golem import agent
 from golem.agent import prompts
+from golem.errors import interrupted
 from golem.llm import Provider
 from golem.tools import default_registry
 from golem.trace import Trace
@@ -39,7 +40,7 @@ def _converse(options: Options, provider: Provider, trace: Trace, model: str, sy
                             max_tokens=options.provider.max_tokens, window=options.window,
                             context=options.context)
         if outcome.stop == "interrupted":
-            raise KeyboardInterrupt
+            raise interrupted(outcome.interrupt, _report(outcome, options))
         return _report(outcome, options)
 
 
