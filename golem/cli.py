@@ -291,6 +291,9 @@ def _agent_command(args: argparse.Namespace) -> int:
                     report = run.ask(options, provider, trace, config.model,
                                      " ".join(args.question), secrets)
                     line = _answer_line(report)
+            except Abort:   # the preflight failed while the baseline ran
+                checked.preflight.report()
+                raise
             except KeyboardInterrupt:
                 if not trace.ended:     # stopped before or outside the agent loop
                     trace.emit("run_end", stop="interrupted", steps=0, tool_calls=0,
@@ -344,6 +347,7 @@ def _signal_name(signum: int) -> str:
 def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt, options,
                  secrets: list) -> int:
     """Ctrl-C, SIGTERM or SIGHUP: the result so far (with -json), one line, 128 + signal."""
+    signals.kill_strays()
     signum = getattr(exc, "signum", signal.SIGINT)
     name = _signal_name(signum)
     report = dict(getattr(exc, "report", None) or {})
@@ -478,7 +482,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         with signals.handled():     # SIGTERM and SIGHUP end a run the way Ctrl-C does
-            return HANDLERS[args.command](args)
+            try:
+                return HANDLERS[args.command](args)
+            except (KeyboardInterrupt, Abort):
+                signals.kill_strays()
+                raise
     except (UsageError, Abort) as exc:
         print(f"golem: {exc}", file=sys.stderr)
         return 2

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import os
 import signal
+import subprocess
 import threading
-from typing import Iterator
+from typing import Any, Iterator
 
 from golem.errors import Interrupted
 
-__all__ = ["handled", "abort_main", "withdraw", "SIGNALS"]
+__all__ = ["handled", "abort_main", "withdraw", "kill_strays", "SIGNALS"]
 
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
@@ -35,7 +37,14 @@ class _Handler:
         self.abort: BaseException | None = None
         self.pending = 0        # simulated signals sent by abort_main, not yet handled
 
-    def __call__(self, signum: int, frame: object) -> None:
+    def __call__(self, signum: int, frame: Any) -> None:
+        if _spawning(frame):
+            # an exception now would leave the child started but unknown to its caller, and
+            # so never killed: try again in a moment, once Popen has returned
+            timer = threading.Timer(0.02, _thread.interrupt_main, (signum,))
+            timer.daemon = True
+            timer.start()
+            return
         with self.lock:
             if signum == signal.SIGTERM and self.pending:
                 self.pending -= 1
@@ -50,6 +59,45 @@ class _Handler:
 
 
 _current: _Handler | None = None
+
+
+def _spawning(frame: Any) -> bool:
+    """True while `frame` is inside subprocess.Popen starting a child."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename == subprocess.__file__ and code.co_name in ("__init__",
+                                                                        "_execute_child"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def kill_strays() -> None:
+    """Kill the process group of every child of golem that leads its own session.
+
+    Commands run in their own sessions and are killed by the code that started them; this is
+    the net below it, for a signal that landed in the few statements between a child's start
+    and the cleanup that guards it. Linux only (it reads /proc); elsewhere it does nothing.
+    """
+    me, mine = os.getpid(), os.getpgrp()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="latin-1") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        pid, ppid, group = int(name), int(fields[1]), int(fields[2])
+        if ppid == me and group == pid and group != mine:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 @contextlib.contextmanager

@@ -91,13 +91,12 @@ class Preflight:
             result = Result("unsure", f"the preflight itself failed: {type(exc).__name__}")
         else:
             result = self._judge(status, headers, raw, secrets)
-        with self._lock:
+        with self._lock:    # held, so that wait() cannot slip in before the abort is sent
             self.result = result
             self._done.set()
-            abort = result.outcome == "failed" and not (self._waiting or self._cancelled)
-            self._aborted = abort
-        if abort:   # the main thread is still in the baseline: stop it now
-            signals.abort_main(Abort(self.message()))
+            if result.outcome == "failed" and not (self._waiting or self._cancelled):
+                # the main thread is still in the baseline: stop it now
+                self._aborted = signals.abort_main(Abort(self.message()))
 
     def _failed_exchange(self, failure: TransportFailure) -> Result:
         if failure.status is not None and 200 <= failure.status < 300:
@@ -152,15 +151,20 @@ class Preflight:
         result = self.result
         if result is None:
             return      # out of time: the budget check stops the run with `wall`
-        if not self._reported:
-            self._reported = True
-            if self.on_event is not None:
-                self.on_event("preflight", {"url": where(self.probe.url),
-                                            "status": result.status,
-                                            "outcome": result.outcome,
-                                            "detail": result.detail})
+        self.report()
         if result.outcome == "failed":
             raise UsageError(self.message())
+
+    def report(self) -> None:
+        """The `preflight` event, once, when there is a result (from the main thread: the
+        trace is not written from two threads)."""
+        result = self.result
+        if result is None or self._reported:
+            return
+        if self.on_event is not None:
+            self.on_event("preflight", {"url": where(self.probe.url), "status": result.status,
+                                        "outcome": result.outcome, "detail": result.detail})
+        self._reported = True
 
     def cancel(self) -> None:
         """No model call will come: the result no longer matters."""

@@ -217,7 +217,10 @@ def _attempt(method: str, url: str, payload: bytes | None, headers: dict[str, st
                        None, False) from None
     except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError,
             ValueError) as err:
-        raise _Failure(_network_text(err, url, budget), None, True) from None
+        reason = err.reason if isinstance(err, urllib.error.URLError) else err
+        # a socket timeout is the time allowed running out, as much as the guard firing
+        raise _Failure(_network_text(err, url, budget), None, True,
+                       cut=isinstance(reason, TimeoutError)) from None
     return status, reply_headers, _decoded(raw, reply_headers, status, max_bytes)
 
 

@@ -61,12 +61,12 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
     """Run `golem fix` and return its result (the `-json` object, plus `exit_code`)."""
     with Setup(options, trace) as setup:
         before = suite(setup, "baseline")
+        preflight.wait(provider, options.budget.deadline)   # a rejected key: exit 2, now
         report = base_report(setup, before)
         if before.passed:
             summary = "ALREADY_GREEN: the suite passes before any change; no model was called"
             trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
-        preflight.wait(provider, options.budget.deadline)   # a rejected key: exit 2 here
 
         run_id, run_dir = runs.new_run(setup.workspace.root)
         snap = Snapshot.take(setup.workspace.root, run_dir)
