@@ -1,10 +1,13 @@
 """One HTTP exchange with a model provider, under a hard deadline.
 
 Socket timeouts restart with every byte, so a server that trickles its status line, its
-headers or its body, or sends `100 Continue` forever, would outlast any of them. Each exchange
-therefore runs in a worker thread that the calling thread waits for: at the deadline the
-caller shuts the connection down, which ends any read in progress at once, and gives up on the
-exchange. A worker stuck where no socket can be shut (a DNS lookup) is left behind.
+headers or its body, or sends `100 Continue` forever, would outlast any of them. So each
+exchange is watched by one watchdog thread, shared by all of them: at the exchange's deadline
+it shuts the connection down, which ends any read in progress at once, and the exchange fails
+as cut short. The exchange itself runs in the calling thread, so signals (Ctrl-C, SIGTERM)
+reach it as they would any read, and watching costs two lock round trips, not a thread.
+What no socket can bound is a DNS lookup that hangs; the preflight, in a thread of its own,
+finds an unresolvable host before the first model call.
 
 The reply is read to at most `max_bytes`, and a Content-Encoding is undone (identity is asked
 for, but not every server honours it).
@@ -12,7 +15,9 @@ for, but not every server honours it).
 
 from __future__ import annotations
 
+import heapq
 import http.client
+import itertools
 import socket
 import ssl
 import threading
@@ -27,7 +32,6 @@ from golem.outgoing import clip
 __all__ = ["Transport", "TransportFailure", "urllib_transport", "get", "where"]
 
 _CHUNK = 64 * 1024
-_GRACE = 1.0        # seconds a worker gets to notice its connection was shut down
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -48,6 +52,7 @@ class _Guard:
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self.fired = False
+        self.finished = False
         self.connected = False
 
     def attach(self, sock: socket.socket) -> None:
@@ -61,6 +66,8 @@ class _Guard:
 
     def fire(self) -> None:
         with self._lock:
+            if self.finished:
+                return
             self.fired = True
             sockets = list(self._sockets)
         for sock in sockets:
@@ -68,9 +75,54 @@ class _Guard:
 
     def close(self) -> None:
         with self._lock:
+            self.finished = True
             sockets, self._sockets = self._sockets, []
         for sock in sockets:
             sock.close()
+
+
+class _Watchdog:
+    """One daemon thread that fires each watched guard at its deadline, unless it finished.
+
+    Finished guards are dropped lazily, when their deadline comes up; the thread is woken
+    only when a new deadline is earlier than every one it knows.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: list[tuple[float, int, _Guard]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, guard: _Guard, at: float) -> None:
+        with self._cond:
+            earliest = self._heap[0][0] if self._heap else None
+            heapq.heappush(self._heap, (at, next(self._order), guard))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="golem-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            elif earliest is None or at < earliest:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._heap and self._heap[0][2].finished:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                at, _, guard = self._heap[0]
+                left = at - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                heapq.heappop(self._heap)
+            guard.fire()
+
+
+_WATCHDOG = _Watchdog()
 
 
 def _shut(sock: socket.socket) -> None:
@@ -145,7 +197,7 @@ def urllib_transport(url: str, payload: bytes, headers: dict[str, str], budget: 
     """Make one real POST; return (status, lower-cased headers, body) or raise _Failure.
 
     Nothing about it, from the connection to the last byte of the body, takes longer than
-    `budget` seconds (plus a moment to shut the connection down).
+    `budget` seconds (but a DNS lookup that hangs).
     """
     return _exchange("POST", url, payload, headers, budget, max_bytes)
 
@@ -159,37 +211,20 @@ def get(url: str, headers: dict[str, str], budget: float,
 def _exchange(method: str, url: str, payload: bytes | None, headers: dict[str, str],
               budget: float, max_bytes: int) -> tuple[int, dict[str, str], bytes]:
     guard = _Guard()
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def work() -> None:
-        try:
-            box["result"] = _attempt(method, url, payload, headers, budget, max_bytes, guard)
-        except BaseException as exc:     # handed to the waiting thread
-            box["error"] = exc
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=work, name="golem-http", daemon=True)
-    worker.start()
+    _WATCHDOG.watch(guard, time.monotonic() + max(0.0, budget))
     try:
-        if not done.wait(max(0.0, budget)):
-            guard.fire()
-            done.wait(_GRACE)       # a worker stuck in a DNS lookup is left behind
+        result = _attempt(method, url, payload, headers, budget, max_bytes, guard)
+    except _Failure as failure:
+        if not guard.fired:
+            failure.connected = guard.connected
+            raise
+        result = None
     finally:
-        if not done.is_set():       # interrupted (Ctrl-C, SIGTERM) or left behind
-            guard.fire()
-            done.wait(0.2)
         guard.close()
-    if guard.fired:
-        raise _Failure(f"no reply from {where(url)} within {budget:.1f}s", None,
-                       True, cut=True, connected=guard.connected)
-    if "error" in box:
-        error = box["error"]
-        if isinstance(error, _Failure):
-            error.connected = guard.connected
-        raise error
-    return box["result"]
+    if guard.fired:     # a body read to the end may still have been cut by the shutdown
+        raise _Failure(f"no reply from {where(url)} within {budget:.1f}s", None, True,
+                       cut=True, connected=guard.connected)
+    return result
 
 
 def _attempt(method: str, url: str, payload: bytes | None, headers: dict[str, str],
