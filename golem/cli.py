@@ -292,14 +292,17 @@ def _agent_command(args: argparse.Namespace) -> int:
                                      " ".join(args.question), secrets)
                     line = _answer_line(report)
             except Abort:   # the preflight failed while the baseline ran
-                checked.preflight.report()
+                if hasattr(checked, "preflight"):
+                    checked.preflight.report()
                 raise
-            except KeyboardInterrupt:
-                if not trace.ended:     # stopped before or outside the agent loop
+            except KeyboardInterrupt as exc:
+                if trace.end is None:   # stopped before the agent loop ran
                     trace.emit("run_end", stop="interrupted", steps=0, tool_calls=0,
                                tokens={}, tokens_total=0, cost=None,
                                elapsed_s=round(options.budget.elapsed(), 3), claimed="",
                                error=None)
+                elif not getattr(exc, "report", None):  # stopped after it (verification)
+                    exc.report = _from_run_end(trace.end)
                 raise
     except KeyboardInterrupt as exc:
         return _interrupted(args, exc, options, secrets)
@@ -315,6 +318,17 @@ def _agent_command(args: argparse.Namespace) -> int:
     code = _finish(args, report, line, secrets)
     print(f"({report['messages']} messages)", file=sys.stderr)
     return code
+
+
+def _from_run_end(end: dict) -> dict:
+    """The result so far, as the trace's run_end event recorded it."""
+    tokens = end.get("tokens") if isinstance(end.get("tokens"), dict) else {}
+    prompt, completion = tokens.get("prompt") or 0, tokens.get("completion") or 0
+    return {"steps": end.get("steps", 0), "tool_calls": end.get("tool_calls", 0),
+            "tokens": {"prompt": prompt, "completion": completion,
+                       "cached": tokens.get("cached") or 0, "total": prompt + completion},
+            "cost": round(end.get("cost") or 0.0, 6), "elapsed_s": end.get("elapsed_s", 0.0),
+            "claimed": end.get("claimed", ""), "error": end.get("error")}
 
 
 def _answer_line(report: dict) -> str:

@@ -68,9 +68,11 @@ class SignalCase(GolemCase):
             time.sleep(0.02)
         self.fail("golem never got there")
 
-    def traced(self, kind: str) -> bool:
+    def traced(self, kind: str, text: str = "") -> bool:
+        """An event of `kind` (whose message holds `text`) is in the trace by now."""
         try:
-            return any(e["event"] == kind for e in read_trace(self.trace))
+            return any(e["event"] == kind and text in e.get("message", "")
+                       for e in read_trace(self.trace))
         except (OSError, ValueError):
             return False
 
@@ -145,6 +147,48 @@ class DuringTheRun(SignalCase):
 
     def test_sighup_is_129(self):
         self.command("none", signal.SIGHUP, "SIGHUP")
+
+
+def working_in(folder: str) -> list[int]:
+    """Pids whose working directory is inside `folder`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                cwd = os.readlink(f"/proc/{name}/cwd")
+            except OSError:
+                continue
+            if cwd == folder or cwd.startswith(folder + "/"):
+                found.append(int(name))
+    return found
+
+
+class AfterTheRun(SignalCase):
+    def test_sigterm_during_the_verification_keeps_the_result_so_far(self):
+        repo = make_repo(self.tmp)
+        slow = "import time\ntime.sleep(313.25)\ndef add(a, b):\n    return a + b\n"
+        server = self.serve([chat(tool_calls=[("write_file", {"path": "calc.py",
+                                                              "content": slow})]),
+                             chat("fixed, honestly")])
+        proc = self.start(repo, server, "none")
+        self.wait_for(proc, lambda: self.traced("note", "verification copy"))
+        report = self.stop_after_the_loop(proc)
+        self.assertEqual((report["steps"], report["tool_calls"]), (2, 1))
+        self.assertEqual(report["claimed"], "fixed, honestly")
+        self.assertEqual(report["tokens"]["total"], 240)
+        self.assertEqual(working_in(self.scratch), [])
+
+    def stop_after_the_loop(self, proc) -> dict:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 143, err)
+        self.assertEqual(err.splitlines()[-1], "golem: interrupted by SIGTERM")
+        report = json.loads(out.splitlines()[-1])
+        self.assertEqual((report["stop"], report["verdict"]), ("interrupted", None))
+        ends = [e for e in read_trace(self.trace) if e["event"] == "run_end"]
+        self.assertEqual([e["stop"] for e in ends], ["answered"])   # the run itself ended
+        self.assertEqual(os.listdir(self.scratch), [])
+        return report
 
 
 class BeforeTheRun(SignalCase):

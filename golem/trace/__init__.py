@@ -115,7 +115,7 @@ class Trace:
         self.path = path
         self.console = console
         self.secrets = [s for s in secrets if s]
-        self.ended = False      # a run_end event was written
+        self.end: dict[str, Any] | None = None     # the last run_end event, as written
         self._console = Console(console) if console is not None else None
         # backslashreplace: a lone surrogate from a model reply must not crash the run
         self._file = (open(path, "a", encoding="utf-8", errors="backslashreplace")
@@ -124,11 +124,11 @@ class Trace:
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         """Record one event now; returns the record as written (before redaction)."""
         record = {"event": event, "time": _now(), **fields}
-        if event == "run_end":
-            self.ended = True
         # redacted before anything is cut (the console shortens long values), and finite,
         # since Infinity and NaN are not JSON
         clean = finite(redact_value(record, self.secrets))
+        if event == "run_end":
+            self.end = clean
         if self._file is not None:
             try:
                 line = json.dumps(clean, ensure_ascii=False, default=repr)
