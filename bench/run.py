@@ -24,7 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.server import ScriptServer, answer_reply, read_reply  # noqa: E402
+from bench.server import (ScriptServer, TrickleServer, answer_reply,  # noqa: E402
+                          read_reply)
 
 NEEDLE = "unique_needle_marker"
 _WORDS = "value result index count total items name data config path node state".split()
@@ -257,6 +258,38 @@ def fix_overhead(modules: int = 40, tests: int = 15, repeats: int = 3,
                   "tests and answers; the sandbox is what `auto` chooses here")
 
 
+# -- deadlines ---------------------------------------------------------------------------------
+
+def deadline_overshoot(wall: float = 1.0, repeats: int = 3) -> Figure:
+    """How far past its deadline a model call ends against servers that trickle their reply
+    (status line, headers, body, endless 100 Continue): the worst of `repeats` each."""
+    from golem.errors import OutOfTime
+    from golem.llm import Message, ProviderConfig, Request
+    from golem.llm.openai import OpenAICompatible
+
+    worst = {}
+    for mode in TrickleServer.MODES:
+        with TrickleServer(mode) as server:
+            provider = OpenAICompatible(ProviderConfig(name="openai", model="bench",
+                                                       base_url=server.url),
+                                        default_base=server.url, name="openai")
+            for _ in range(repeats):
+                start = time.monotonic()
+                try:
+                    provider.complete(Request("bench", [Message("user", "hi")], [],
+                                              deadline=start + wall))
+                except OutOfTime:
+                    pass
+                over = time.monotonic() - start - wall
+                worst[mode] = max(worst.get(mode, over), over)
+    late = max(worst.values())
+    detail = ", ".join(f"{mode} {1000 * value:.0f} ms" for mode, value in worst.items())
+    return Figure(f"deadline: a {wall:g} s deadline against trickling servers, worst overshoot",
+                  f"{1000 * late:.0f} ms", "under 250 ms", late < 0.25,
+                  f"worst of {repeats} calls each: {detail}; a byte every 100 ms keeps every "
+                  "socket read alive, so only the watchdog's shutdown ends the call")
+
+
 # -- context economy --------------------------------------------------------------------------
 
 def _shared_prefix(a: str, b: str) -> int:
@@ -445,8 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run every measurement at full size and write docs/benchmarks.md."""
     out = os.path.join(ROOT, "docs", "benchmarks.md")
     figures: list[Figure] = []
-    for measure in (startup, loop_overhead, fix_overhead, context_economy, search_speed,
-                    peak_memory):
+    for measure in (startup, loop_overhead, fix_overhead, deadline_overshoot,
+                    context_economy, search_speed, peak_memory):
         got = measure()
         got = got if isinstance(got, list) else [got]
         for figure in got:

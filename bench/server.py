@@ -75,3 +75,71 @@ class ScriptServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
+
+
+class TrickleServer:
+    """A raw-socket server whose every POST reply trickles in, one byte each `interval`:
+    the status line (`status`), a header (`headers`), the body (`body`), or `100 Continue`
+    without end (`continue`). `with TrickleServer("body") as server:` serves at `server.url`."""
+
+    MODES = ("status", "headers", "body", "continue")
+
+    def __init__(self, mode: str, interval: float = 0.1, limit: float = 30.0):
+        import socket
+        self.mode, self.interval, self.limit = mode, interval, limit
+        self._stop = threading.Event()
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._sock.settimeout(0.05)
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def url(self) -> str:
+        host, port = self._sock.getsockname()[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> "TrickleServer":
+        thread = threading.Thread(target=self._accept, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        for thread in list(self._threads):
+            thread.join()
+        self._sock.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                continue
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, conn) -> None:
+        import time
+        started = time.monotonic()
+        with conn:
+            try:
+                conn.settimeout(5.0)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                head = {"status": b"", "headers": b"HTTP/1.1 200 OK\r\nX-Slow: ",
+                        "body": b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n",
+                        "continue": b""}[self.mode]
+                drip = {"status": b"HTTP/1.1 200 OK\r\n", "headers": b"a", "body": b" ",
+                        "continue": b"HTTP/1.1 100 Continue\r\n\r\n"}[self.mode]
+                conn.sendall(head)
+                while not self._stop.is_set() and time.monotonic() - started < self.limit:
+                    for byte in (drip if self.mode != "continue" else [drip]):
+                        conn.sendall(bytes([byte]) if isinstance(byte, int) else byte)
+                        time.sleep(self.interval)
+            except OSError:
+                pass        # the client shut the connection down

@@ -7,10 +7,13 @@ import argparse
 import difflib
 import json
 import os
+import signal
 import sys
+import unicodedata
+from urllib.parse import urlsplit
 
-from golem import __version__
-from golem.errors import UsageError
+from golem import __version__, signals
+from golem.errors import Abort, UsageError
 from golem.llm import KEYS, ProviderConfig, Secret, make_provider, provider_names
 
 DEFAULT_MODELS = {"openrouter": "anthropic/claude-sonnet-4.5", "openai": "gpt-4.1",
@@ -163,14 +166,69 @@ def _provider_config(args: argparse.Namespace) -> ProviderConfig:
         if required and not value:
             raise UsageError(f"{variable} is not set: export it to use -provider {name}, "
                              "or try golem offline with -provider demo")
+        _check_key(variable, value)
         key = Secret(value) if value else None
+    if args.base_url is not None:
+        _check_url("-base-url", args.base_url)
+    elif name == "openai" and os.environ.get("OPENAI_BASE_URL"):
+        _check_url("OPENAI_BASE_URL", os.environ["OPENAI_BASE_URL"])
     model = args.model or os.environ.get("GOLEM_MODEL") or DEFAULT_MODELS.get(name, "")
     if args.retries < 0:
         raise UsageError("-retries must be 0 or more")
+    if args.max_tokens is not None and args.max_tokens <= 0:
+        raise UsageError("-max-tokens must be 1 or more (leave it out for the provider's "
+                         "default)")
     return ProviderConfig(name=name, model=model, api_key=key, base_url=args.base_url,
                           max_attempts=args.retries + 1, max_tokens=args.max_tokens,
                           record=getattr(args, "record", None), replay=replay,
                           replay_strict=getattr(args, "replay_strict", False))
+
+
+def _check_key(variable: str, value: str) -> None:
+    """A key is printable ASCII without spaces; say where it is not, never what it is."""
+    for position, char in enumerate(value, 1):
+        if not ("!" <= char <= "~"):
+            name = unicodedata.name(char, "a control character")
+            raise UsageError(f"{variable} holds U+{ord(char):04X} ({name.lower()}) at "
+                             f"character {position} of {len(value)}: a key is printable "
+                             "ASCII without spaces; copy it again")
+
+
+def _check_url(where: str, url: str) -> None:
+    """An endpoint is http or https with a host, and nothing a path can be appended to badly."""
+    hint = "like https://openrouter.ai/api/v1 or http://127.0.0.1:8080/v1"
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        raise UsageError(f"{where} {url.strip()!r} has a space or a control character in it; "
+                         f"give a URL {hint}")
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or 0 < parts.port
+    except ValueError:
+        parts, port_ok = None, False
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{where} {url!r} is not a URL golem can use: it needs http:// or "
+                         f"https:// and a host, {hint}")
+    if not port_ok:
+        raise UsageError(f"{where} {url!r} has a bad port; give a URL {hint}")
+    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+        raise UsageError(f"{where} {url!r} has a query or fragment; golem appends the API "
+                         f"path to it, so give the base alone, {hint}")
+
+
+def _check_output(flag: str, path: str | None) -> None:
+    """An output file golem will write: its directory exists and is writable, and it is not
+    a directory itself (found now, not after the run)."""
+    if not path:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    if not os.path.isdir(parent):
+        raise UsageError(f"{flag} {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: the directory {parent} is not writable")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UsageError(f"{flag} {path}: the file is not writable")
 
 
 def _options(args: argparse.Namespace):
@@ -186,10 +244,20 @@ def _options(args: argparse.Namespace):
         raise UsageError("-cost must be 0 (no limit) or more")
     if not os.path.isdir(args.dir):
         raise UsageError(f"workspace directory not found: {args.dir}")
+    for flag in ("trace", "patch", "record"):
+        _check_output(f"-{flag}", getattr(args, flag, None))
+    replay = getattr(args, "replay", None)
+    if replay and not (os.path.isfile(replay) and os.access(replay, os.R_OK)):
+        raise UsageError(f"cannot read recording {replay}: no readable file there (write "
+                         "one with -record FILE)")
     from golem.agent.budget import Budget, parse_duration   # the agent loads only to run
     budget = Budget(steps=args.steps, tokens=args.tokens, wall=parse_duration(args.wall),
                     cost=args.cost)
     allow = [p.strip() for item in args.allow for p in item.split(",") if p.strip()]
+    for program in allow:
+        if "/" in program or "\0" in program:
+            raise UsageError(f"-allow {program!r}: give a bare program name found on PATH, "
+                             f"like {os.path.basename(program) or 'pytest'!r}")
     return Options(provider=_provider_config(args), dir=args.dir,
                    test=getattr(args, "test", None), budget=budget, allow=allow,
                    sandbox=args.sandbox, trace=args.trace, patch=getattr(args, "patch", None),
@@ -205,20 +273,42 @@ def _agent_command(args: argparse.Namespace) -> int:
     secrets = [config.api_key] if config.api_key else []
     if args.command == "ask":
         print(f"question: {' '.join(args.question)}", file=sys.stderr)
-    with Trace(options.trace, sys.stderr, secrets) as trace:
-        config.on_retry = lambda info: trace.emit("retry", **info)
-        config.on_event = lambda kind, info: trace.emit(kind, **info)
-        provider = make_provider(config)
-        if args.command == "fix":
-            report = fix.fix(options, provider, trace, config.model, secrets)
-            line = report["summary"]
-        elif args.command == "run":
-            report = run.run_goal(options, provider, trace, config.model, args.goal, secrets)
-            line = report["answer"] or f"(no answer: stop={report['stop']})"
-        else:
-            report = run.ask(options, provider, trace, config.model, " ".join(args.question),
-                             secrets)
-            line = report["answer"] or f"(no answer: stop={report['stop']})"
+    checked = None
+    try:
+        with Trace(options.trace, sys.stderr, secrets) as trace:
+            config.on_retry = lambda info: trace.emit("retry", **info)
+            config.on_event = lambda kind, info: trace.emit(kind, **info)
+            provider = checked = _with_preflight(make_provider(config), config)
+            try:
+                if args.command == "fix":
+                    report = fix.fix(options, provider, trace, config.model, secrets)
+                    line = report["summary"]
+                elif args.command == "run":
+                    report = run.run_goal(options, provider, trace, config.model, args.goal,
+                                          secrets)
+                    line = _answer_line(report)
+                else:
+                    report = run.ask(options, provider, trace, config.model,
+                                     " ".join(args.question), secrets)
+                    line = _answer_line(report)
+            except Abort:   # the preflight failed while the baseline ran
+                if hasattr(checked, "preflight"):
+                    checked.preflight.report()
+                raise
+            except KeyboardInterrupt as exc:
+                if trace.end is None:   # stopped before the agent loop ran
+                    trace.emit("run_end", stop="interrupted", steps=0, tool_calls=0,
+                               tokens={}, tokens_total=0, cost=None,
+                               elapsed_s=round(options.budget.elapsed(), 3), claimed="",
+                               error=None)
+                elif not getattr(exc, "report", None):  # stopped after it (verification)
+                    exc.report = _from_run_end(trace.end)
+                raise
+    except KeyboardInterrupt as exc:
+        return _interrupted(args, exc, options, secrets)
+    finally:
+        if checked is not None and hasattr(checked, "preflight"):
+            checked.preflight.cancel()
     if args.command != "ask":
         return _finish(args, report, line, secrets)
     tokens = report["tokens"]
@@ -228,6 +318,74 @@ def _agent_command(args: argparse.Namespace) -> int:
     code = _finish(args, report, line, secrets)
     print(f"({report['messages']} messages)", file=sys.stderr)
     return code
+
+
+def _from_run_end(end: dict) -> dict:
+    """The result so far, as the trace's run_end event recorded it."""
+    tokens = end.get("tokens") if isinstance(end.get("tokens"), dict) else {}
+    prompt, completion = tokens.get("prompt") or 0, tokens.get("completion") or 0
+    return {"steps": end.get("steps", 0), "tool_calls": end.get("tool_calls", 0),
+            "tokens": {"prompt": prompt, "completion": completion,
+                       "cached": tokens.get("cached") or 0, "total": prompt + completion},
+            "cost": round(end.get("cost") or 0.0, 6), "elapsed_s": end.get("elapsed_s", 0.0),
+            "claimed": end.get("claimed", ""), "error": end.get("error")}
+
+
+def _answer_line(report: dict) -> str:
+    """What `run` and `ask` print on stdout: the answer, or why there is none."""
+    if report["stop"] in ("answered", "declined") and report["answer"]:
+        return report["answer"]
+    return f"(no answer: stop={report['stop']})"
+
+
+def _with_preflight(provider, config: ProviderConfig):
+    """`provider` with its preflight started (beside the baseline), when it has one."""
+    probe = getattr(provider, "probe", None)
+    if probe is None or config.replay:
+        return provider
+    from golem.llm.preflight import Checked, Preflight
+
+    def on_event(kind: str, info: dict) -> None:
+        if config.on_event is not None:
+            config.on_event(kind, info)
+    return Checked(provider, Preflight(provider.name, probe(), on_event=on_event).start())
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt, options,
+                 secrets: list) -> int:
+    """Ctrl-C, SIGTERM or SIGHUP: the result so far (with -json), one line, 128 + signal."""
+    signals.kill_strays()
+    signum = getattr(exc, "signum", signal.SIGINT)
+    name = _signal_name(signum)
+    report = dict(getattr(exc, "report", None) or {})
+    report.pop("exit_code", None)
+    report.setdefault("stop", "interrupted")
+    report.update(stop="interrupted")
+    if args.command == "fix":
+        report.setdefault("verdict", None)
+        report["summary"] = f"interrupted by {name} before a verdict"
+    else:
+        report.setdefault("answered", False)
+        report.setdefault("answer", "")
+    for key, value in (("steps", 0), ("tool_calls", 0), ("cost", 0.0), ("error", None),
+                       ("tokens", {"prompt": 0, "completion": 0, "cached": 0, "total": 0}),
+                       ("elapsed_s", round(options.budget.elapsed(), 3)),
+                       ("trace", options.trace)):
+        report.setdefault(key, value)
+    try:
+        if args.json:
+            print(json.dumps(_outgoing(report, secrets), default=str), flush=True)
+        print(f"golem: interrupted by {name}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass    # a terminal that hung up takes stdout and stderr with it
+    return 128 + int(signum)
 
 
 def _verify_command(args: argparse.Namespace) -> int:
@@ -244,20 +402,28 @@ def _verify_command(args: argparse.Namespace) -> int:
     return _finish(args, report, report["summary"])
 
 
+def _outgoing(report: dict, secrets) -> dict:
+    """The result as it may leave golem: no key anywhere in it, no Infinity or NaN."""
+    from golem.outgoing import finite, redact_value
+    return finite(redact_value(report, secrets))
+
+
 def _finish(args: argparse.Namespace, report: dict, line: str, secrets=()) -> int:
     """Print the result line (and the JSON object), publish to CI, return the exit code."""
-    from golem.trace import redact
+    from golem.outgoing import redact
     from golem.trace.text import printable
     from golem.workflow import github
     code = report.pop("exit_code")
-    if secrets:   # file names and messages on stdout can carry a key found in the workspace
-        report = json.loads(redact(json.dumps(report, default=str), secrets))
-        line = redact(line, secrets)
+    if code == 1 and report.get("stop") == "provider_error":
+        code = 4    # the model could not be reached, which is not the model failing
+    # file names and messages on stdout can carry a key found in the workspace
+    report = _outgoing(report, secrets)
+    line = redact(line, secrets)
     if args.command in ("fix", "verify"):
         github.publish(report, sys.stdout)
     print(printable(line))
     if args.json:
-        print(json.dumps(report, default=str))
+        print(json.dumps(report, default=str, allow_nan=False))
     return code
 
 
@@ -277,14 +443,18 @@ def _tools_command(args: argparse.Namespace) -> int:
 
 
 def _trace_command(args: argparse.Namespace) -> int:
+    from golem.outgoing import redact_value
     from golem.trace import read_events, render
+    # golem's own traces hold no key; one written by something else might hold the key of
+    # this environment, which is blanked out before anything is shown or cut
+    secrets = [os.environ[v].strip() for v, _ in KEYS.values() if os.environ.get(v, "").strip()]
     if args.html:
         from golem.trace.html import write_report
-        write_report(args.file, args.html)
+        write_report(args.file, args.html, secrets)
         print(f"wrote {args.html}", file=sys.stderr)
         return 0
     from golem.trace.text import printable
-    for record in read_events(args.file):
+    for record in redact_value(read_events(args.file), secrets):
         text = render(record)
         if text:
             print(printable(text))
@@ -328,14 +498,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return HANDLERS[args.command](args)
-    except UsageError as exc:
+        with signals.handled():     # SIGTERM and SIGHUP end a run the way Ctrl-C does
+            try:
+                return HANDLERS[args.command](args)
+            except (KeyboardInterrupt, Abort):
+                signals.kill_strays()
+                raise
+    except (UsageError, Abort) as exc:
         from golem.trace.text import printable
         print(f"golem: {printable(str(exc), newlines=False)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("golem: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"golem: interrupted by {_signal_name(signum)}", file=sys.stderr)
+        return 128 + int(signum)
     except BrokenPipeError:
         # the reader went away (`golem tools | head`): not an error worth a traceback
         devnull = os.open(os.devnull, os.O_WRONLY)

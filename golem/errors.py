@@ -11,7 +11,13 @@ Three families, sorted by who can recover:
 
 `OutOfTime` is raised wherever a wait would overrun the wall-clock budget, so the loop can
 stop with `wall` instead of blocking.
+
+Two are BaseExceptions, so that no `except Exception` on the way can swallow them: `Interrupted`
+(SIGTERM or SIGHUP, handled like Ctrl-C, whose KeyboardInterrupt it extends) and `Abort` (a
+usage error found by another thread, raised in the main thread to stop what it is doing).
 """
+
+import signal
 
 
 class GolemError(Exception):
@@ -39,3 +45,25 @@ class ToolError(GolemError):
 
 class OutOfTime(GolemError):
     """The wall-clock budget ran out during a wait (a model call, a retry delay, a command)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal (SIGINT, SIGTERM, SIGHUP) ended the run; exit 128 + `signum`.
+
+    `report` is the result so far, when a workflow had one to give (printed with -json).
+    """
+
+    def __init__(self, signum: int = signal.SIGINT, report: dict | None = None):
+        super().__init__(signum)
+        self.signum = signum
+        self.report = report
+
+
+def interrupted(cause: BaseException | None, report: dict | None = None) -> Interrupted:
+    """An Interrupted for the KeyboardInterrupt `cause` (its signal kept), carrying `report`."""
+    return Interrupted(getattr(cause, "signum", signal.SIGINT), report)
+
+
+class Abort(BaseException):
+    """A usage error found in another thread (the preflight), raised in the main thread while
+    it runs something else (the baseline). The CLI treats it as a UsageError: exit 2."""

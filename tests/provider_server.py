@@ -64,9 +64,13 @@ def anthropic_reply(text: str | None = None, tool_uses: list[tuple[str, dict]] |
 class ProviderServer:
     """Context manager: `with ProviderServer([chat(...), ...]) as server: server.url`."""
 
-    def __init__(self, replies: list[Any] | None = None):
+    def __init__(self, replies: list[Any] | None = None, gets: dict[str, Any] | None = None):
         self.replies: list[Any] = list(replies or [])
         self.requests: list[dict[str, Any]] = []
+        # GET path -> Reply (the preflight); any other GET is a 404, as from a local server
+        # without that endpoint. `probes` records the GETs (path and headers).
+        self.gets: dict[str, Any] = dict(gets or {})
+        self.probes: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         server = self
 
@@ -75,6 +79,13 @@ class ProviderServer:
 
             def log_message(self, *args):  # keep test output quiet
                 pass
+
+            def do_GET(self):
+                with server._lock:
+                    server.probes.append({"path": self.path, "headers": dict(self.headers)})
+                    reply = server.gets.get(self.path) or Reply(
+                        {"error": {"message": f"no route for GET {self.path}"}}, status=404)
+                self.answer(reply if isinstance(reply, Reply) else Reply(reply))
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
@@ -90,6 +101,9 @@ class ProviderServer:
                         {"error": {"message": "no scripted reply left"}}, status=500)
                 if not isinstance(reply, Reply):
                     reply = Reply(reply)
+                self.answer(reply)
+
+            def answer(self, reply: Reply) -> None:
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.drop:

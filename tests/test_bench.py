@@ -27,6 +27,13 @@ class MeasurementsTest(unittest.TestCase):
         self.check(figure)
         self.assertIn("a step", figure.measured)
 
+    def test_deadline_overshoot(self):
+        figure = bench.deadline_overshoot(wall=0.3, repeats=1)
+        self.check(figure)
+        self.assertTrue(figure.measured.endswith(" ms"))
+        for mode in ("status", "headers", "body", "continue"):
+            self.assertIn(mode, figure.how)
+
     def test_context_economy(self):
         size, price = bench.context_economy(steps=5, file_bytes=512)
         self.check(size)

@@ -8,16 +8,27 @@ from golem.agent.budget import Budget
 from golem.agent.context import DEFAULT_RESERVE, ContextFull, Lean, tools_chars
 from golem.errors import OutOfTime, ProviderError
 from golem.llm import Provider
-from golem.llm.types import Message, Request, Usage
+from golem.llm.types import Message, Request, Response, Usage
 from golem.tools import Registry
 from golem.trace import Trace
 
 DECLINE_MARK = "DECLINED:"
 
 
+def refusal(response: Response) -> str | None:
+    """Why a reply without tool calls is no answer (a refusal, a content filter, nothing in
+    it at all), or None when it is one."""
+    if response.finish == "refusal":
+        return f"the model refused (finish {response.raw_finish or 'refusal'})"
+    if not response.message.content.strip():
+        return (f"the model replied with neither text nor tool calls (finish "
+                f"{response.raw_finish or response.finish})")
+    return None
+
+
 @dataclass
 class Outcome:
-    """How a run ended. `stop` is one of the stop names in SURFACE.md."""
+    """How a run ended. `stop` is one of the stop names in docs/cli.md."""
 
     stop: str
     steps: int
@@ -27,6 +38,8 @@ class Outcome:
     claimed: str = ""
     error: str | None = None
     messages: list[Message] = field(default_factory=list, repr=False)
+    # the KeyboardInterrupt (or SIGTERM, SIGHUP: errors.Interrupted) that ended the run
+    interrupt: KeyboardInterrupt | None = field(default=None, repr=False)
 
 
 def run(provider: Provider, tools: Registry, *, model: str, system: str, task: str,
@@ -37,11 +50,14 @@ def run(provider: Provider, tools: Registry, *, model: str, system: str, task: s
     `window` is how many recent tool results the model sees whole (0: all of them);
     `context` is the model's context window in tokens (0: no limit), which no request passes.
     """
+    ready = getattr(provider, "ready", None)
+    if ready is not None:   # the preflight: a rejected key is a usage error, found here
+        ready(budget.deadline)
     messages = [Message("system", system), Message("user", task)]
     lean = Lean(window, context, tools_chars(tools.specs), max_tokens or DEFAULT_RESERVE)
     steps = calls = 0
     usage = Usage()
-    claimed, error = "", None
+    claimed, error, interrupt = "", None, None
     trace.emit("run_start", provider=provider.name, model=model, tools=[t.name for t in tools.specs],
                budget={"steps": budget.steps, "tokens": budget.tokens, "wall_s": budget.wall,
                        "cost": budget.cost}, task=task)
@@ -49,6 +65,8 @@ def run(provider: Provider, tools: Registry, *, model: str, system: str, task: s
         while True:
             stop = budget.check(steps, usage)
             if stop:
+                if stop == "wall":
+                    error = f"the wall-clock budget ran out before model call {steps + 1}"
                 break
             sent, trim = lean.view(messages)     # ContextFull: nothing is sent
             steps += 1
@@ -68,7 +86,10 @@ def run(provider: Provider, tools: Registry, *, model: str, system: str, task: s
                 stop = "cut_off"
                 break
             if not reply.tool_calls:
-                claimed = reply.content
+                claimed, error = reply.content, refusal(response)
+                if error:
+                    stop = "refused"
+                    break
                 declined = claimed.lstrip().upper().startswith(DECLINE_MARK)
                 stop = "declined" if declined else "answered"
                 break
@@ -81,13 +102,14 @@ def run(provider: Provider, tools: Registry, *, model: str, system: str, task: s
                            error=not result.ok, content=result.text)
                 messages.append(Message("tool", result.text, tool_call_id=call.id,
                                         name=call.name, is_error=not result.ok))
-    except OutOfTime:
-        stop = "wall"
+    except OutOfTime as exc:
+        stop, error = "wall", str(exc)
     except (ProviderError, ContextFull) as exc:
         stop, error = "provider_error", str(exc)
-    except KeyboardInterrupt:
-        stop = "interrupted"
-    outcome = Outcome(stop, steps, calls, usage, budget.elapsed(), claimed, error, messages)
+    except KeyboardInterrupt as exc:
+        stop, interrupt = "interrupted", exc
+    outcome = Outcome(stop, steps, calls, usage, budget.elapsed(), claimed, error, messages,
+                      interrupt)
     trace.emit("run_end", stop=stop, steps=steps, tool_calls=calls, tokens=vars(usage),
                tokens_total=usage.total, cost=usage.cost, elapsed_s=round(outcome.elapsed, 3),
                claimed=claimed, error=error)

@@ -7,14 +7,14 @@ back on later requests complete and unmodified, as the API requires.
 
 from __future__ import annotations
 
-import math
 import secrets
 from typing import Any
 
 from golem.errors import ProviderError
 from golem.llm import KEYS, ProviderConfig
 from golem.llm.http import error_detail, post_json
-from golem.llm.types import Message, Request, Response, ToolCall, Usage
+from golem.llm.preflight import Probe
+from golem.llm.types import Message, Request, Response, ToolCall, Usage, count
 
 __all__ = ["Anthropic", "BLOCKS"]
 
@@ -73,6 +73,12 @@ class Anthropic:
             transport=config.transport)
         return data
 
+    def probe(self) -> Probe:
+        """The preflight: the models list, which needs the key and costs nothing."""
+        headers = {k: v for k, v in self._headers().items() if k != "content-type"}
+        return Probe(self.base_url + "/v1/models", headers, "api.anthropic.com",
+                     KEYS[self.name][0], bool(self._config.api_key))
+
     def _headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept": "application/json",
                    "anthropic-version": API_VERSION}
@@ -103,7 +109,8 @@ class Anthropic:
             raise ProviderError(f"anthropic: reply was not a JSON object but "
                                 f"{type(data).__name__}")
         if data.get("type") == "error" or data.get("error"):
-            raise ProviderError(f"anthropic: {error_detail(data)}")
+            secrets = [str(self._config.api_key)] if self._config.api_key else []
+            raise ProviderError(f"anthropic: {error_detail(data, secrets)}")
         content = data.get("content")
         if not isinstance(content, list):
             raise ProviderError("anthropic: reply had no content list")
@@ -189,17 +196,12 @@ def _tool_call(block: dict[str, Any]) -> ToolCall:
 
 
 def _usage(raw: Any) -> Usage:
+    """Usage from the wire, every count clamped (types.count)."""
     if not isinstance(raw, dict):
         return Usage()
-    fresh = _count(raw.get("input_tokens"))
-    read = _count(raw.get("cache_read_input_tokens"))
-    written = _count(raw.get("cache_creation_input_tokens"))
+    fresh = count(raw.get("input_tokens"))
+    read = count(raw.get("cache_read_input_tokens"))
+    written = count(raw.get("cache_creation_input_tokens"))
     # Anthropic reports cached input apart from input_tokens; golem's prompt is all of it.
-    return Usage(prompt=fresh + read + written, completion=_count(raw.get("output_tokens")),
+    return Usage(prompt=fresh + read + written, completion=count(raw.get("output_tokens")),
                  cached=read, cost=None)
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return 0
-    return int(value) if math.isfinite(value) and value >= 0 else 0

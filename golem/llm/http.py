@@ -1,35 +1,35 @@
-"""POST JSON to a model provider, with bounded reads, retries and a wall-clock deadline.
+"""POST JSON to a model provider, with retries and a wall-clock deadline.
 
-Only the standard library (urllib). Every failure becomes `ProviderError` or `OutOfTime`; no
-message ever carries the request's credentials.
+Every failure becomes `ProviderError` or `OutOfTime`; no message ever carries the request's
+credentials: they are blanked out of a reply before any of it is cut to a snippet. One
+exchange, with its hard deadline, is `golem.llm.transport`.
 """
 
 from __future__ import annotations
 
 import email.utils
-import http.client
 import json
 import math
 import random
 import re
-import ssl
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from golem.errors import OutOfTime, ProviderError
+from golem.llm.transport import (Transport, TransportFailure, get, urllib_transport,
+                                 where as _where)
 
-__all__ = ["post_json", "error_detail", "error_code", "RETRY_STATUSES", "Transport",
-           "TransportFailure", "urllib_transport"]
+_Failure = TransportFailure
+
+__all__ = ["post_json", "get", "error_detail", "error_code", "describe", "RETRY_STATUSES",
+           "Transport", "TransportFailure", "urllib_transport"]
 
 # Statuses worth another try (openai-python and anthropic-sdk also retry any 5xx).
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 # Error types some servers put inside a 200 body instead of a status code.
 _RETRY_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout_error",
                           "server_error"})
-_CHUNK = 64 * 1024
 _SNIPPET = 200
 
 _HINTS = {
@@ -39,34 +39,6 @@ _HINTS = {
     404: "check the model name and the base URL",
     413: "the request is too large",
 }
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    # Following a redirect would resend the Authorization header to wherever it points.
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
-class _Failure(Exception):
-    """One failed attempt: what to say, and whether another try may help."""
-
-    def __init__(self, text: str, status: int | None, retryable: bool,
-                 headers: dict[str, str] | None = None):
-        super().__init__(text)
-        self.text = text
-        self.status = status
-        self.retryable = retryable
-        self.headers = headers or {}
-
-
-# What a transport raises for one failed attempt: a network error, a timeout, a body too big.
-TransportFailure = _Failure
-# One HTTP exchange: (url, JSON payload, headers, seconds allowed, byte cap) -> (status,
-# lower-cased headers, raw body). `urllib_transport` is the real one; recording.py wraps it.
-Transport = Callable[[str, bytes, dict[str, str], float, int], tuple[int, dict[str, str], bytes]]
 
 
 def post_json(url: str, body: Any, headers: dict[str, str], *, timeout: float,
@@ -91,21 +63,25 @@ def post_json(url: str, body: Any, headers: dict[str, str], *, timeout: float,
     attempts = max(1, int(max_attempts))
     for attempt in range(1, attempts + 1):
         budget = timeout
+        walled = False      # the wall budget, not `timeout`, bounds this attempt
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise OutOfTime(f"{label}: no time left for the model call")
+                raise OutOfTime(f"{label}: the wall-clock budget ran out before the model "
+                                "call")
             budget = min(timeout, left)
+            walled = left <= timeout
         try:
             status, reply_headers, raw = (transport or urllib_transport)(
                 url, payload, headers, budget, max_bytes)
-            return _judge(status, reply_headers, raw)
+            return _judge(status, reply_headers, raw, secrets)
         except _Failure as failure:
             text = _scrub(failure.text, secrets)
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and (time.monotonic() >= deadline
+                                         or (failure.cut and walled)):
                 # the call was cut short by the wall budget, not failed by the provider
-                raise OutOfTime(f"{label}: the wall-clock budget ran out during the call") \
-                    from None
+                raise OutOfTime(f"{label}: the wall-clock budget ran out during the model "
+                                f"call ({text})") from None
             if not failure.retryable or attempt == attempts:
                 message = f"{label}: {text}"
                 hint = _HINTS.get(failure.status or 0)
@@ -132,78 +108,61 @@ def post_json(url: str, body: Any, headers: dict[str, str], *, timeout: float,
     raise AssertionError("unreachable")  # the loop always returns or raises
 
 
-def urllib_transport(url: str, payload: bytes, headers: dict[str, str], budget: float,
-                     max_bytes: int) -> tuple[int, dict[str, str], bytes]:
-    """Make one real request; return (status, lower-cased headers, body) or raise _Failure."""
-    req = urllib.request.Request(url, data=payload, method="POST",
-                                 headers={"Content-Type": "application/json", **headers})
-    started = time.monotonic()
+def describe(status: int, headers: dict[str, str], raw: bytes,
+             secrets: list[str] | tuple[str, ...] = ()) -> str | None:
+    """What is wrong with one reply, as post_json would say it (the key blanked out), or
+    None when it is a good JSON reply."""
     try:
-        try:
-            resp = _OPENER.open(req, timeout=budget)
-        except urllib.error.HTTPError as err:
-            resp = err
-        with resp:
-            status = resp.status if resp.status is not None else resp.code
-            reply_headers = {k.lower(): v for k, v in resp.headers.items()}
-            raw = _read(resp, max_bytes, started + budget)
-    except _Failure:
-        raise
-    except ssl.SSLCertVerificationError as err:
-        raise _Failure(f"TLS certificate rejected for {_where(url)}: {err.verify_message}",
-                       None, False) from None
-    except (TimeoutError, urllib.error.URLError, http.client.HTTPException, OSError) as err:
-        raise _Failure(_network_text(err, url, budget), None, True) from None
-    return status, reply_headers, raw
+        _judge(status, headers, raw, list(secrets))
+    except _Failure as failure:
+        return failure.text
+    return None
 
 
-def _read(resp: Any, max_bytes: int, until: float) -> bytes:
-    """Read at most max_bytes; a body that is bigger, or slower than `until`, fails."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = resp.read(min(_CHUNK, max_bytes + 1 - size))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > max_bytes:
-            raise _Failure(f"response larger than {max_bytes} bytes", resp.status, False)
-        # Each recv has its own timeout; this bounds a server that trickles bytes.
-        if time.monotonic() > until:
-            raise TimeoutError("the reply took too long to arrive")
-
-
-def _judge(status: int, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, str], Any]:
-    """Turn one HTTP reply into data or a _Failure saying whether to try again."""
-    ctype = headers.get("content-type", "").split(";")[0].strip().lower()
-    text = raw.decode("utf-8", errors="replace")
-    data: Any = None
-    parsed = False
+def _parse(text: str, ctype: str) -> tuple[Any, bool]:
     if text.strip() and ("json" in ctype or text.lstrip()[:1] in ("{", "[", '"')):
         try:
-            data = json.loads(text)
-            parsed = True
-        except ValueError:
-            parsed = False
+            return json.loads(text), True
+        except (ValueError, RecursionError):
+            pass
+    return None, False
+
+
+def _judge(status: int, headers: dict[str, str], raw: bytes,
+           secrets: list[str] | tuple[str, ...] = ()) -> tuple[int, dict[str, str], Any]:
+    """Turn one HTTP reply into data or a _Failure saying whether to try again.
+
+    A reply that becomes a message has `secrets` blanked out of it first, before any part of
+    it is cut to a snippet.
+    """
+    ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+    text = raw.decode("utf-8", errors="replace")
+    data, parsed = _parse(text, ctype)
     ok = 200 <= status < 300
+    if ok and parsed and not _has_error(data):
+        return status, headers, data
+    clean = _scrub(text, secrets)
+    if clean != text:
+        data, parsed = _parse(clean, ctype)
     if ok and parsed:
-        code = error_code(data) if _has_error(data) else None
-        if code is None:
-            return status, headers, data
+        code = error_code(data)
         retry = _should_retry(code, headers, data)
         return_status = code if isinstance(code, int) else status
-        raise _Failure(f"error in a {status} reply: {error_detail(data)}", return_status,
-                       retry, headers)
+        raise _Failure(f"error in a {status} reply: {error_detail(data, secrets)}",
+                       return_status, retry, headers)
     retry = _should_retry(status, headers, data if parsed else None)
-    if not text.strip():
+    if not clean.strip():
         detail = "empty body"
+    elif not parsed and _binary(raw, clean):
+        detail = (f"a binary body of {len(raw)} bytes ({ctype or 'no content type'}"
+                  + (f", {headers['content-encoding']}" if headers.get("content-encoding")
+                     else "") + ")")
     elif not parsed:
         what = ("invalid JSON" if "json" in ctype
                 else f"non-JSON body ({ctype or 'no content type'})")
-        detail = f"{what}: {_snippet(text)}"
+        detail = f"{what}: {_snippet(clean, secrets=secrets)}"
     else:
-        detail = error_detail(data)
+        detail = error_detail(data, secrets)
         if status == 429 and _quota_exhausted(data):
             detail += " (the quota is used up: check the plan and billing)"
     if ok:
@@ -211,6 +170,15 @@ def _judge(status: int, headers: dict[str, str], raw: bytes) -> tuple[int, dict[
     if 300 <= status < 400 and headers.get("location"):
         detail = f"redirected to {_where(headers['location'])}; use that as the base URL"
     raise _Failure(f"HTTP {status}: {detail}", status, retry, headers)
+
+
+def _binary(raw: bytes, text: str) -> bool:
+    """True for a body that is not text (compressed, say): no use quoting it."""
+    if b"\x00" in raw[:4096]:
+        return True
+    sample = text[:4096]
+    odd = sum(1 for ch in sample if ch == "\ufffd" or (ch < " " and ch not in "\t\r\n"))
+    return odd > max(4, len(sample) // 20)
 
 
 def _should_retry(status: int | str, headers: dict[str, str], data: Any) -> bool:
@@ -290,15 +258,16 @@ def error_code(data: Any) -> int | str | None:
     return str(err.get("type") or code or "")
 
 
-def error_detail(data: Any) -> str:
-    """A one-line, readable description of the error in a reply body of any known shape."""
+def error_detail(data: Any, secrets: list[str] | tuple[str, ...] = ()) -> str:
+    """A one-line, readable description of the error in a reply body of any known shape,
+    with `secrets` blanked out before anything is cut."""
     err = _error_object(data)
     if err is None:
         err = data
     if isinstance(err, str):
-        return _snippet(err)
+        return _snippet(err, secrets=secrets)
     if not isinstance(err, dict):
-        return _snippet(json.dumps(err))
+        return _snippet(json.dumps(err), secrets=secrets)
     parts = [str(err.get("message") or err.get("type") or "unknown error")]
     code = err.get("code")
     kind = err.get("type")
@@ -312,33 +281,19 @@ def error_detail(data: Any) -> str:
             parts.append(f"(upstream {meta['provider_name']})")
         if meta.get("raw"):
             raw = meta["raw"] if isinstance(meta["raw"], str) else json.dumps(meta["raw"])
-            parts.append(f"upstream said: {_snippet(raw)}")
-    return _snippet(" ".join(parts), 500)
+            parts.append(f"upstream said: {_snippet(raw, secrets=secrets)}")
+    return _snippet(" ".join(parts), 500, secrets)
 
 
-def _snippet(text: str, limit: int = _SNIPPET) -> str:
-    """Text without markup, blank runs collapsed, cut to `limit` characters."""
+def _snippet(text: str, limit: int = _SNIPPET,
+             secrets: list[str] | tuple[str, ...] = ()) -> str:
+    """Text without markup, blank runs collapsed, cut to `limit` characters; `secrets` are
+    blanked out first, so a cut can never leave part of one behind."""
+    text = _scrub(text, secrets)
     text = re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", text)
     text = re.sub(r"<[^>]*>", " ", text)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _network_text(err: BaseException, url: str, budget: float) -> str:
-    reason = err.reason if isinstance(err, urllib.error.URLError) else err
-    if isinstance(reason, TimeoutError):
-        return f"no reply from {_where(url)} within {budget:.1f}s"
-    if isinstance(reason, ConnectionRefusedError):
-        return f"connection refused by {_where(url)}"
-    if isinstance(reason, (http.client.RemoteDisconnected, ConnectionResetError)):
-        return f"connection to {_where(url)} closed without a reply"
-    detail = str(reason) or type(reason).__name__
-    return f"cannot reach {_where(url)}: {_snippet(detail)}"
-
-
-def _where(url: str) -> str:
-    # The query string may carry a key on some services; never show it.
-    return url.split("?", 1)[0]
 
 
 def _secrets(headers: dict[str, str]) -> list[str]:

@@ -7,7 +7,6 @@ what is present rather than by what `finish_reason` claims.
 from __future__ import annotations
 
 import json
-import math
 import os
 import secrets
 import string
@@ -16,7 +15,8 @@ from typing import Any
 from golem.errors import ProviderError
 from golem.llm import KEYS, ProviderConfig
 from golem.llm.http import RETRY_STATUSES, error_code, error_detail, post_json
-from golem.llm.types import Message, Request, Response, ToolCall, Usage
+from golem.llm.preflight import Probe
+from golem.llm.types import Message, Request, Response, ToolCall, Usage, count, dollars
 
 __all__ = ["OpenAICompatible"]
 
@@ -55,6 +55,18 @@ class OpenAICompatible:
             label=self.name, key_name=key_name, transport=config.transport)
         return self._parse(data)
 
+    def probe(self) -> Probe:
+        """The preflight: OpenRouter's key endpoint (it needs the key; its models list does
+        not), else the models list, which OpenAI and most local servers have."""
+        headers = {"Accept": "application/json"}
+        if self._config.api_key:
+            headers["Authorization"] = f"Bearer {self._config.api_key}"
+        path, official = (("/key", "openrouter.ai") if self.name == "openrouter"
+                          else ("/models", "api.openai.com"))
+        return Probe(self.base_url + path, headers, official,
+                     KEYS.get(self.name, ("the API key", False))[0],
+                     bool(self._config.api_key))
+
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._config.api_key:
@@ -92,15 +104,16 @@ class OpenAICompatible:
         fail = f"{self.name}: "
         if not isinstance(data, dict):
             raise ProviderError(fail + f"reply was not a JSON object but {type(data).__name__}")
+        secrets = [str(self._config.api_key)] if self._config.api_key else []
         if data.get("error"):
-            raise _error(fail, data)
+            raise _error(fail, data, secrets=secrets)
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise ProviderError(fail + "reply had no choices")
         choice = choices[0]
         raw_finish = choice.get("finish_reason")
         if raw_finish == "error":
-            raise _error(fail, data, "generation failed (finish_reason error)")
+            raise _error(fail, data, "generation failed (finish_reason error)", secrets)
         wire = choice.get("message")
         if not isinstance(wire, dict):
             raise ProviderError(fail + "reply had no message")
@@ -112,12 +125,14 @@ class OpenAICompatible:
         thinking = wire.get("reasoning_content")
         if isinstance(thinking, str) and thinking:
             message.extra["reasoning_content"] = thinking
+        refusal = wire.get("refusal")   # OpenAI's own field for a refusal
         if message.tool_calls:
             finish = "tool_calls"
         elif raw_finish == "length":
             finish = "length"
-        elif raw_finish == "content_filter":
+        elif raw_finish == "content_filter" or (isinstance(refusal, str) and refusal.strip()):
             finish = "refusal"
+            message.content = message.content or (refusal if isinstance(refusal, str) else "")
         else:
             finish = "stop"
         return Response(message=message, finish=finish, usage=_usage(data.get("usage")),
@@ -196,6 +211,7 @@ def _new_id() -> str:
 
 
 def _usage(raw: Any) -> Usage:
+    """Usage from the wire, every number clamped (types.count, types.dollars)."""
     if not isinstance(raw, dict):
         return Usage()
     details = raw.get("prompt_tokens_details")
@@ -204,27 +220,21 @@ def _usage(raw: Any) -> Usage:
         cached = raw.get("cached_tokens")
     if not _is_number(cached):
         cached = raw.get("prompt_cache_hit_tokens")
-    cost = raw.get("cost")
-    return Usage(prompt=_count(raw.get("prompt_tokens")),
-                 completion=_count(raw.get("completion_tokens")),
-                 cached=_count(cached),
-                 cost=float(cost) if _is_number(cost) else None)
+    return Usage(prompt=count(raw.get("prompt_tokens")),
+                 completion=count(raw.get("completion_tokens")),
+                 cached=count(cached), cost=dollars(raw.get("cost")))
 
 
 def _is_number(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _count(value: Any) -> int:
-    return int(value) if _is_number(value) and value >= 0 else 0
-
-
-def _error(prefix: str, data: dict, fallback: str = "error in the reply") -> ProviderError:
-    """A ProviderError for an error reported inside a 200 reply."""
+def _error(prefix: str, data: dict, fallback: str = "error in the reply",
+           secrets: list[str] | None = None) -> ProviderError:
+    """A ProviderError for an error reported inside a 200 reply (the key blanked out)."""
     code = error_code(data)
     has_error = code is not None
-    detail = error_detail(data) if has_error else fallback
+    detail = error_detail(data, secrets or ()) if has_error else fallback
     status = code if isinstance(code, int) else None
     retryable = status is not None and (status in RETRY_STATUSES or status >= 500)
     return ProviderError(prefix + detail, status=status, retryable=retryable)

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from golem.errors import ProviderError, UsageError
 from golem.llm.http import Transport, TransportFailure, urllib_transport
-from golem.trace import redact
+from golem.outgoing import finite, redact, redact_value
 
 __all__ = ["Recorder", "Replayer", "differences", "first_difference", "transport_for"]
 
@@ -75,7 +75,9 @@ class Recorder:
         return status, reply_headers, raw
 
     def _append(self, exchange: dict[str, Any], secrets: list[str]) -> None:
-        line = redact(json.dumps(exchange, ensure_ascii=False), secrets)
+        # redacted in the data first (a key JSON would escape is still found), then the text
+        line = redact(json.dumps(finite(redact_value(exchange, secrets)), ensure_ascii=False),
+                      secrets)
         # Written whole per exchange, so a crashed run still leaves every one before the crash.
         data = (line + "\n").encode("utf-8", errors="backslashreplace")
         while data:

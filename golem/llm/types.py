@@ -2,9 +2,43 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+# Bounds on what one reply may report. Servers have sent 400-digit counts, negative costs and
+# Infinity; none of it may crash golem, switch a budget off or reach the -json output.
+MAX_TOKENS = 10 ** 9            # tokens in one reply's count
+MAX_COST = 1_000_000.0          # dollars for one reply
+
+
+def count(value: Any) -> int:
+    """A token count from the wire: an int from 0 to MAX_TOKENS (0 for anything that is not
+    a number, is negative, or is not finite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return MAX_TOKENS if value > 0 else 0
+        value = int(value)
+    return min(max(value, 0), MAX_TOKENS)
+
+
+def dollars(value: Any) -> float | None:
+    """A cost from the wire: a float from 0 to MAX_COST, or None when it is not a number.
+
+    A negative cost counts as 0 (it must not hand budget back); one too large to be true,
+    infinite included, as MAX_COST (the -cost budget then stops the run rather than
+    overspend); NaN as not reported.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int):      # compared as an int: a 400-digit one overflows float()
+        return float(min(max(value, 0), int(MAX_COST)))
+    if math.isnan(value):
+        return None
+    return min(max(value, 0.0), MAX_COST)
 
 
 @dataclass(frozen=True)

@@ -14,18 +14,12 @@ import sys
 from typing import Any, Iterable, TextIO
 
 from golem.errors import UsageError
+from golem.outgoing import REDACTED, clip, finite, redact, redact_value
 from golem.trace.console import Console
 from golem.trace.text import printable
 
-REDACTED = "[redacted]"
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret value in `text` (secrets shorter than 8 characters are ignored)."""
-    for secret in secrets:
-        if secret and len(secret) >= 8 and secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
+__all__ = ["REDACTED", "Trace", "read_events", "redact", "render", "null_trace",
+           "stderr_trace"]
 
 
 def _now() -> str:
@@ -35,6 +29,13 @@ def _now() -> str:
 def _compact(value: Any, limit: int = 160) -> str:
     text = json.dumps(value, ensure_ascii=False, default=repr, separators=(",", ":"))
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
 
 
 def render(record: dict[str, Any]) -> str | None:
@@ -49,11 +50,12 @@ def render(record: dict[str, Any]) -> str | None:
         first = str(record.get("content", "")).splitlines()[:1]
         return f"{step} ! {record.get('name')} [{_compact(first[0] if first else '', 120)}]"
     if event == "retry":
-        return (f"  ~ provider retry [status={record.get('status')} wait={record.get('wait'):.1f}s"
+        wait = _number(record.get("wait"))
+        return (f"  ~ provider retry [status={record.get('status')} wait={wait:.1f}s"
                 f" attempt={record.get('attempt')}/{record.get('max_attempts')}"
                 f" error={_compact(record.get('error', ''), 80)}]")
     if event == "run_end":
-        ms = round(1000 * float(record.get("elapsed_s", 0)))
+        ms = round(1000 * _number(record.get("elapsed_s")))
         extra = f" error={_compact(record['error'], 200)}" if record.get("error") else ""
         tokens = record.get("tokens") if isinstance(record.get("tokens"), dict) else {}
         cached = f" cached={tokens['cached']}" if tokens.get("cached") else ""
@@ -75,6 +77,11 @@ def render(record: dict[str, Any]) -> str | None:
         return f"{step} ~ context trimmed [{_compact(fields, 160)}]"
     if event == "note":
         return f". {record.get('message')}"
+    if event == "preflight":
+        outcome = {"ok": "", "unsure": "; carrying on", "failed": "; stopping"}.get(
+            str(record.get("outcome")), "")
+        return (f". preflight [GET {record.get('url')}: "
+                f"{clip(str(record.get('detail')), 160)}{outcome}]")
     return None
 
 
@@ -109,6 +116,7 @@ class Trace:
         self.path = path
         self.console = console
         self.secrets = [s for s in secrets if s]
+        self.end: dict[str, Any] | None = None     # the last run_end event, as written
         self._console = Console(console) if console is not None else None
         # backslashreplace: a lone surrogate from a model reply must not crash the run
         from golem.tools.tree import open_append    # golem.tools imports this module
@@ -121,17 +129,23 @@ class Trace:
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         """Record one event now; returns the record as written (before redaction)."""
         record = {"event": event, "time": _now(), **fields}
+        # redacted before anything is cut (the console shortens long values), and finite,
+        # since Infinity and NaN are not JSON
+        clean = finite(redact_value(record, self.secrets))
+        if event == "run_end":
+            self.end = clean
         if self._file is not None:
             try:
-                line = json.dumps(record, ensure_ascii=False, default=repr)
+                line = json.dumps(clean, ensure_ascii=False, default=repr)
             except (TypeError, ValueError):   # e.g. a dict with tuple keys
                 line = json.dumps({"event": event, "time": record["time"],
-                                   "repr": repr(fields)}, ensure_ascii=False)
+                                   "repr": redact(repr(fields), self.secrets)},
+                                  ensure_ascii=False)
             self._file.write(redact(line, self.secrets) + "\n")
             self._file.flush()
         if self._console is not None:
-            text = render(record)
-            self._console.show(record, None if text is None
+            text = render(clean)
+            self._console.show(clean, None if text is None
                                else printable(redact(text, self.secrets)))
         return record
 

@@ -15,6 +15,7 @@ import os
 from typing import Any, Callable, Iterable
 
 from golem.errors import UsageError
+from golem.outgoing import redact_value
 from golem.trace import read_events
 
 Event = dict[str, Any]
@@ -103,7 +104,7 @@ def _ids(title: str, ids: Iterable[Any]) -> str:
 def _limit(value: Any, show: Callable[[float], str] = "{:,.0f}".format) -> str:
     try:
         return "no limit" if not value else e(show(float(value)))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return e(value)
 
 
@@ -281,10 +282,12 @@ def page(events: list[Event], source: str = "") -> str:
             f"<p class=meta>rendered by golem trace -html from {e(source)}</p></body></html>\n")
 
 
-def write_report(trace_path: str, out_path: str) -> None:
-    """Render the trace at `trace_path` to `out_path`, atomically; UsageError on bad input."""
+def write_report(trace_path: str, out_path: str, secrets: Iterable[str] = ()) -> None:
+    """Render the trace at `trace_path` to `out_path`, atomically; UsageError on bad input.
+
+    `secrets` are blanked out of every event before anything is rendered."""
     from golem.tools.tree import write_output
-    text = page(read_events(trace_path), trace_path)
+    text = page(redact_value(read_events(trace_path), secrets), trace_path)
     try:
         # a fresh temporary name (O_EXCL, O_NOFOLLOW) renamed over the output: never a write
         # through a link planted beside it

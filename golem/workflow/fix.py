@@ -14,8 +14,9 @@ import dataclasses
 import os
 
 from golem import agent
-from golem.agent import prompts
-from golem.llm import Provider
+from golem.agent import prompts, stops
+from golem.errors import interrupted
+from golem.llm import Provider, preflight
 from golem.tools import default_registry, process, tree
 from golem.trace import Trace
 from golem.workflow import runs
@@ -98,6 +99,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         baseline = run_baseline(setup.verifier, setup.command, root,
                                 cache=lambda interp: runs.cache_for(interp, root))
         setup.keep(baseline.phase)
+        preflight.wait(provider, options.budget.deadline)   # a rejected key: exit 2, now
         before = baseline.result
         report = base_report(setup, before)
         if before.passed:
@@ -145,7 +147,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             trace.emit("note", message=f"run {run_id} changed {len(changes.all)} file(s); "
                        f"`golem undo {run_id}` puts them back", run_id=run_id)
         if outcome.stop == "interrupted":
-            raise KeyboardInterrupt
+            raise interrupted(outcome.interrupt, report)    # the CLI prints it with -json
         trees_changed = manifest_changes(snap.manifest, manifest(root, snap.deps))
         facts = facts_for(setup, baseline, snap, changes, trees_changed)
         links = snap.deps + ([".git"] if os.path.isdir(os.path.join(root, ".git"))
@@ -160,6 +162,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             # a clean exit for a task that cannot be done honestly: say so beside the evidence
             verdict.summary += ("; the model declined, saying the task cannot be done without "
                                 "changing the tests")
+        stops.explain(verdict, outcome)     # a provider error or a refusal, named
         protected = grading.protected
         report.update(changed_files=changes.all, new_tests=grading.new_tests,
                       new_test_results=grading.new_results,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from golem import agent
 from golem.agent import prompts
+from golem.errors import interrupted
 from golem.llm import Provider
 from golem.tools import default_registry, process
 from golem.trace import Trace
@@ -45,7 +46,7 @@ def _converse(options: Options, provider: Provider, trace: Trace, model: str, sy
         finally:
             process.reap_strays()
         if outcome.stop == "interrupted":
-            raise KeyboardInterrupt
+            raise interrupted(outcome.interrupt, _report(outcome, options))
         return _report(outcome, options)
 
 
