@@ -131,6 +131,25 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
+class _Popen(subprocess.Popen):
+    """Popen that does not leave a child running when it is interrupted while starting it.
+
+    Ctrl-C can arrive after the fork, while Popen waits for the exec; Popen then lets the
+    exception go with the child still running and no object to reach it by. Here the child's
+    session (its own, so its pid is the group id) is killed and the child reaped first.
+    """
+
+    def __init__(self, *args, **kwargs):
+        try:
+            super().__init__(*args, **kwargs)
+        except BaseException:
+            pid = getattr(self, "pid", None)
+            if pid and self.returncode is None:      # started, and not reaped yet
+                _killpg(pid, signal.SIGKILL)
+                self.wait()
+            raise
+
+
 def _read_until(sel: selectors.BaseSelector, fd: int, capture: _Capture, until: float,
                 proc: subprocess.Popen | None = None) -> bool:
     """Read into `capture` until EOF (True), `until` passes, or `proc` exits (False)."""
@@ -160,22 +179,23 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
     """
     argv = list(argv)
     spawn = wrap(list(argv)) if wrap is not None else argv
+    capture = _Capture(cap)
+    timed_out = False
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(spawn, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
+        proc = _Popen(spawn, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                      start_new_session=True, close_fds=True)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         name = argv[0] if argv else ""
         return Completed(argv, None, f"cannot start {name!r}: {reason}", False,
                          time.monotonic() - start, False)
-    capture = _Capture(cap)
-    timed_out = False
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    os.set_blocking(fd, False)
     try:
+        # everything after the spawn is in here: the finally ends the group whatever is raised
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        os.set_blocking(fd, False)
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             deadline = start + timeout
