@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -152,10 +153,22 @@ def gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def wait_gone(pid: int, within: float = 3.0) -> bool:
+def wait_gone(pid: int, within: float = 10.0) -> bool:
+    """True as soon as `pid` is gone; False if it still runs after `within` seconds."""
     end = time.monotonic() + within
     while time.monotonic() < end:
         if gone(pid):
             return True
         time.sleep(0.02)
     return gone(pid)
+
+
+def use_handler(case: unittest.TestCase, signum: int, handler) -> None:
+    """Install `handler` for `signum` until `case` ends, then put the previous one back.
+
+    A test must not rely on the handler it inherits: started from `nohup`, or as a background
+    job of a non-interactive shell, Python begins with SIGHUP or SIGINT ignored.
+    """
+    previous = signal.signal(signum, handler)
+    # None: the previous handler was not installed from Python; the default is the best guess
+    case.addCleanup(signal.signal, signum, signal.SIG_DFL if previous is None else previous)

@@ -297,7 +297,8 @@ class Retries(unittest.TestCase):
         self.assertEqual(len(server.requests), 3)
 
     def test_hung_server_fails_after_attempts(self):
-        with ProviderServer([Reply(chat("late"), delay=0.3)] * 2) as server:
+        # the reply would come long after the timeout, however slowly this process runs
+        with ProviderServer([Reply(chat("late"), delay=10)] * 2) as server:
             prov = provider(server, timeout=0.1, max_attempts=2)
             with self.assertRaises(ProviderError) as ctx:
                 ask(prov)

@@ -9,6 +9,7 @@ namespaces. docs/security.md is the prose version of what is asserted here.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -395,18 +396,36 @@ print(json.dumps({{"found": found}}))
         self.assertEqual(result["found"], [])
 
     def test_a_grandchild_that_leaves_the_process_group_dies_with_the_sandbox(self):
-        marker = os.path.join(self.ws, "still-alive")
+        # The grandchild holds a lock on a workspace file for as long as it lives, and says so
+        # in a second file: the host can take the lock once it is gone, and not before. No
+        # fixed sleep, so a busy machine slows the test down but cannot change its answer.
+        lock, held = os.path.join(self.ws, "lock"), os.path.join(self.ws, "held")
+        grandchild = ("import fcntl, sys, time\n"
+                      "handle = open(sys.argv[1], 'w')\n"
+                      "fcntl.flock(handle, fcntl.LOCK_EX)\n"
+                      "open(sys.argv[2], 'w').close()\n"
+                      "time.sleep(60)\n")
         result = self.probe(f"""
-import subprocess
-child = subprocess.Popen([sys.executable, "-c",
-                          "import sys, time; time.sleep(0.5); open(sys.argv[1], 'w').write('x')",
-                          {marker!r}], start_new_session=True, stdin=subprocess.DEVNULL,
+import subprocess, time
+child = subprocess.Popen([sys.executable, "-c", {grandchild!r}, {lock!r}, {held!r}],
+                         start_new_session=True, stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-print(json.dumps({{"started": child.pid}}))
+deadline = time.monotonic() + 15
+while not os.path.exists({held!r}) and child.poll() is None and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(json.dumps({{"started": child.pid, "held": os.path.exists({held!r})}}))
 """)
         self.assertTrue(result["started"])
-        time.sleep(1.2)
-        self.assertFalse(os.path.exists(marker), "a setsid() grandchild outlived the sandbox")
+        self.assertTrue(result["held"], "the grandchild never took its lock")
+        with open(lock, "w") as handle:
+            deadline, free = time.monotonic() + 10, False
+            while not free and time.monotonic() < deadline:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    free = True
+                except BlockingIOError:
+                    time.sleep(0.02)
+        self.assertTrue(free, "a setsid() grandchild outlived the sandbox")
 
 
 class RegistryUnderSandboxTest(SandboxCase):

@@ -150,6 +150,25 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
+class _Popen(subprocess.Popen):
+    """Popen that does not leave a child running when it is interrupted while starting it.
+
+    Ctrl-C can arrive after the fork, while Popen waits for the exec; Popen then lets the
+    exception go with the child still running and no object to reach it by. Here the child's
+    session (its own, so its pid is the group id) is killed and the child reaped first.
+    """
+
+    def __init__(self, *args, **kwargs):
+        try:
+            super().__init__(*args, **kwargs)
+        except BaseException:
+            pid = getattr(self, "pid", None)
+            if pid and self.returncode is None:      # started, and not reaped yet
+                _killpg(pid, signal.SIGKILL)
+                self.wait()
+            raise
+
+
 def _read_until(sel: selectors.BaseSelector, captures: dict[int, _Capture], until: float,
                 proc: subprocess.Popen | None = None) -> bool:
     """Read into `captures` (fd -> capture) until every fd is at EOF (True), `until` passes,
@@ -186,6 +205,9 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
     """
     argv = list(argv)
     spawn = wrap(list(argv)) if wrap is not None else argv
+    capture = _Capture(cap)
+    record_capture = _Whole(evidence) if evidence else None
+    timed_out = False
     start = time.monotonic()
     records = -1
     pass_fds: tuple[int, ...] = ()
@@ -194,13 +216,14 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
         env = {**env, "GOLEM_EVIDENCE_FD": str(write_end)}
         pass_fds = (write_end,)
     try:
-        proc = subprocess.Popen(spawn, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True, pass_fds=pass_fds)
-    except (OSError, ValueError) as exc:
-        for fd in (records, *pass_fds):
-            if fd >= 0:
-                os.close(fd)
+        proc = _Popen(spawn, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                      start_new_session=True, close_fds=True, pass_fds=pass_fds)
+    except BaseException as exc:
+        if records >= 0:
+            os.close(records)
+        if not isinstance(exc, (OSError, ValueError)):
+            raise
         reason = getattr(exc, "strerror", None) or str(exc)
         name = argv[0] if argv else ""
         return Completed(argv, None, f"cannot start {name!r}: {reason}", False,
@@ -211,19 +234,17 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
                 os.close(fd)
             except OSError:
                 pass
-    with _LOCK:
-        _LEADERS.add(proc.pid)
-    capture = _Capture(cap)
-    record_capture = _Whole(evidence) if evidence else None
-    timed_out = False
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    captures = {fd: capture}
-    os.set_blocking(fd, False)
-    if record_capture is not None:
-        os.set_blocking(records, False)
-        captures[records] = record_capture
     try:
+        # everything after the spawn is in here: the finally ends the group whatever is raised
+        with _LOCK:
+            _LEADERS.add(proc.pid)
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        captures = {fd: capture}
+        os.set_blocking(fd, False)
+        if record_capture is not None:
+            os.set_blocking(records, False)
+            captures[records] = record_capture
         with selectors.DefaultSelector() as sel:
             for each in captures:
                 sel.register(each, selectors.EVENT_READ)
