@@ -116,7 +116,7 @@ def _no_evidence(result: SuiteResult, label: str) -> str | None:
     if not result.started:
         return f"the test command cannot start{said}"
     if result.timed_out:
-        return f"the {label} timed out before the suite finished"
+        return f"the {label} timed out after {result.elapsed:.0f}s, before the suite finished"
     if result.tests is not None and (result.problem or not result.tests):
         return f"the test command gives no evidence: {result.problem or 'no tests ran'}{said}"
     if any(t.startswith("golem: the code under test replaced") for t in result.pseudo):
@@ -189,8 +189,12 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             env.trace.emit("note", message=f"test interpreter: {plan.interpreter.describe()}",
                            interpreter=plan.interpreter.executable)
             probe(plan.interpreter, cwd, trees, run.env(env.env), wrap)
+        timeout = env.timeout()
         result = run_suite(plan, cwd=cwd, env=env.env, run=run, helpers=helpers,
-                           timeout=env.timeout(), wrap=wrap, write_cache=True)
+                           timeout=timeout, wrap=wrap, write_cache=True)
+        if result.timed_out and timeout < env.suite_timeout:
+            raise UsageError(f"the {label} did not finish within -wall ({timeout:.0f}s left "
+                             "for it); give more time or a faster -test")
         env.trace.emit(label, summary=result.summary(), **result.to_json())
         why = _no_evidence(result, label)
         if why:
@@ -243,8 +247,12 @@ def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, la
     cache = (master,) if master else ()
     wrap = _wrap(env, copy.root, (run.root,), (helpers, *cache, *copy.read_only), (workspace,),
                  baseline.tools)
+    timeout = env.timeout()
     result = run_suite(baseline.plan, cwd=copy.root, env=env.env, run=run, helpers=helpers,
-                       timeout=env.timeout(), wrap=wrap, only=only)
+                       timeout=timeout, wrap=wrap, only=only)
+    if result.timed_out and timeout < env.suite_timeout:
+        reason = f"the {label} ran out of -wall after {timeout:.0f}s (the time kept for it)"
+        result.problem = f"{result.problem}; {reason}" if result.problem else reason
     if copy.problems:
         reason = "the verification copy is incomplete: " + "; ".join(copy.problems[:3])
         result.problem = f"{result.problem}; {reason}" if result.problem else reason
