@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 from importlib.util import cache_from_source
 
@@ -21,7 +22,7 @@ from golem.workflow.verifier.grade import judge, judge_new_tests, tampered
 from golem.workflow.verifier.interpreter import locate, probe
 from golem.workflow.verifier.protect import (Facts, import_roots, new_tests, protected_changes,
                                              reason)
-from golem.workflow.verifier.scratch import HELPERS, Phase
+from golem.workflow.verifier.scratch import HELPERS, Phase, cache_dir
 from golem.workflow.verifier.snapshot import (MAX_COPY, Changes, Snapshot, compare,
                                               dependency_trees, fingerprint)
 from golem.workflow.verifier.suite import (SuiteResult, TestCommand, detect, parse_command,
@@ -656,6 +657,42 @@ class BaselineTest(TempCase):
         self.assertIn("unittest", names)
         self.assertNotIn("calc", names)
 
+    def test_bytecode_of_a_source_changed_this_second_is_not_kept(self):
+        # Python checks cached bytecode against its source's modification time in whole
+        # seconds and its size: an edit of the same size within the second the baseline saw
+        # would otherwise run the baseline's code, in the agent's runs and in the verdict
+        calc = self.put("calc.py", "def add(a, b):\n    return a - b\n")
+        old = self.put("old.py", "VALUE = 1\n")
+        os.utime(old, (time.time() - 3600,) * 2)
+        self.put("tests/test_calc.py", """\
+            import unittest
+            import old
+            from calc import add
+
+            class AddTest(unittest.TestCase):
+                def test_add(self):
+                    self.assertEqual(add(2, 3), 5)
+            """)
+        os.utime(os.path.join(self.root, "tests/test_calc.py"), (time.time() - 3600,) * 2)
+        state = os.path.join(self.base, "state")
+        os.mkdir(state)
+        command = TestCommand([PY, "-m", "unittest", "discover", "-s", "tests"], "unittest",
+                              "-test")
+        baseline = run_baseline(self.verifier, command, self.root,
+                                cache=lambda interp: cache_dir(state, interp, self.root))
+        self.addCleanup(baseline.phase.close)
+        self.assertEqual(baseline.result.failing, ["test_calc.AddTest.test_add"])
+        kept = {os.path.basename(p).split(".")[0] for p in cached(baseline.master, self.root)}
+        self.assertEqual(kept, {"old", "test_calc"})
+        # the same-size fix, stamped with the very time the baseline saw, runs as written
+        before = os.stat(calc)
+        self.put("calc.py", "def add(a, b):\n    return a + b\n")
+        os.utime(calc, ns=(before.st_atime_ns, before.st_mtime_ns))
+        result = run_suite(baseline.plan, cwd=self.root, env=self.verifier.env,
+                           run=baseline.phase.run(pycache=baseline.master),
+                           helpers=baseline.phase.helpers(), timeout=120)
+        self.assertEqual(result.tests, {"test_calc.AddTest.test_add": "passed"})
+
     def test_no_tests_is_refused(self):
         os.mkdir(os.path.join(self.root, "tests"))
         self.assertIn("gives no evidence: no tests ran",
@@ -680,6 +717,13 @@ class BaselineTest(TempCase):
 
     def test_a_command_that_cannot_start_is_refused(self):
         self.assertIn("cannot start", self.refused([os.path.join(self.base, "nope"), "x"]))
+
+
+def cached(cache: str, root: str) -> list[str]:
+    """The bytecode files a cache holds for the sources under `root`."""
+    mirror = os.path.join(cache, root.lstrip(os.sep))
+    return [os.path.join(top, name) for top, _, names in os.walk(mirror) for name in names
+            if name.endswith(".pyc")]
 
 
 def suffixes() -> tuple[str, ...]:

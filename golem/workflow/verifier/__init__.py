@@ -37,7 +37,7 @@ from golem.workflow.verifier.grade import (Verdict, advise, judge, judge_new_tes
                                            mark_flaky)
 from golem.workflow.verifier.interpreter import probe
 from golem.workflow.verifier.rebuild import Copy
-from golem.workflow.verifier.scratch import Phase, cache_state
+from golem.workflow.verifier.scratch import Phase, cache_state, prune_recent
 from golem.workflow.verifier.snapshot import Changes, dependency_trees
 from golem.workflow.verifier.suite import Plan, SuiteResult, TestCommand, plan_for, run_suite
 
@@ -201,6 +201,7 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             raise UsageError(why)
         if plan.runner == "pytest":
             plan.pytest_config = _pin_pytest(result, cwd)
+        prune_recent(master)
         state = cache_state(master)
         if cache is not None and plan.interpreter is not None:
             tree.write_output(master + ".state", json.dumps(state))

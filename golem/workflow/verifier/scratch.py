@@ -22,6 +22,7 @@ import hashlib
 import os
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from importlib import resources
 
@@ -102,6 +103,37 @@ def cache_dir(state: str, interpreter: str, workspace: str) -> str:
     if os.path.islink(path) or not os.path.isdir(path):
         raise OSError(f"{path} is not a directory golem made")
     return path
+
+
+def prune_recent(path: str, now: float | None = None) -> int:
+    """Remove from a cache every timestamp-checked bytecode file whose source was modified in
+    the last two seconds (or claims a later time): Python checks such a file against its
+    source's modification time in whole seconds and its size, so an edit of the same size in
+    the same second would otherwise run the old code. Returns how many were removed."""
+    cutoff = int(now if now is not None else time.time()) - 2
+    removed = 0
+    try:
+        items = [item for item in tree.walk(path, max_depth=400)
+                 if item.kind == "file" and item.rel.endswith(".pyc")]
+    except (OSError, tree.TreeError):
+        return 0
+    for item in items:
+        full = os.path.join(path, item.rel)
+        try:
+            with open(full, "rb", opener=_no_follow) as handle:
+                header = handle.read(16)
+        except OSError:
+            continue
+        if len(header) < 16 or int.from_bytes(header[4:8], "little") != 0:
+            continue                        # hash-based, or not bytecode at all
+        if int.from_bytes(header[8:12], "little") >= cutoff:
+            os.unlink(full)
+            removed += 1
+    return removed
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW)
 
 
 def cache_state(path: str) -> dict[str, str]:
