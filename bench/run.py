@@ -258,6 +258,84 @@ def fix_overhead(modules: int = 40, tests: int = 15, repeats: int = 3,
                   "tests and answers; the sandbox is what `auto` chooses here")
 
 
+_MEASURED_FIX = """\
+import resource, sys
+sys.path.insert(0, {root!r})
+from golem.cli import main
+code = main({argv!r})
+print("peak", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, code, file=sys.stderr)
+"""
+
+
+def _sleepy_project(root: str, files: int, seconds: float) -> None:
+    """A calculator whose suite sleeps `seconds` in all, spread over `files` test files."""
+    os.makedirs(os.path.join(root, "tests"))
+    with open(os.path.join(root, "calc.py"), "w", encoding="utf-8") as handle:
+        handle.write("def add(a, b):\n    return a - b\n")
+    for i in range(files):
+        with open(os.path.join(root, "tests", f"test_{i}.py"), "w", encoding="utf-8") as handle:
+            handle.write(f"import time\nimport unittest\n\nfrom calc import add\n\n\n"
+                         f"class T(unittest.TestCase):\n    def test_add(self):\n"
+                         f"        time.sleep({seconds / files})\n"
+                         f"        self.assertEqual(add({i}, 1), {i + 1})\n")
+
+
+def _timed_fix(repo: str, state: str, url: str, extra: list[str]) -> tuple[float, float]:
+    """Seconds and peak MiB of golem's own process for one scripted `golem fix`."""
+    argv = ["fix", "-dir", repo, "-test", "python3 -m unittest discover -s tests",
+            "-provider", "openai", "-base-url", url, "-json", *extra]
+    env = {**os.environ, "GOLEM_STATE_DIR": state, "OPENAI_API_KEY": "bench"}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _MEASURED_FIX.format(root=ROOT, argv=argv)],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if '"verdict": "VERIFIED"' not in done.stdout:
+        raise RuntimeError(f"the scripted fix was not VERIFIED: {done.stdout[-500:]}"
+                           f"{done.stderr[-1500:]}")
+    peak = [line for line in done.stderr.splitlines() if line.startswith("peak ")][-1]
+    return took, int(peak.split()[1]) / 1024
+
+
+def attempts_overhead(attempts: int = 3, seconds: float = 2.0, repeats: int = 3) -> list[Figure]:
+    """`golem fix -attempts N` (N concurrent attempts) against one plain `golem fix`, on a
+    suite that sleeps `seconds`; and golem's peak memory with the N attempts."""
+    script = lambda: [_call(0, "edit_file", {"path": "calc.py", "old_string": "a - b",
+                                             "new_string": "a + b"}),
+                      _call(1, "run_tests", {}), answer_reply("Fixed add in calc.py.")]
+    models = [f"m{i}" for i in range(1, attempts + 1)]
+    ones, many, peaks = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        original = os.path.join(tmp, "original")
+        _sleepy_project(original, 4, seconds)
+        state = os.path.join(tmp, "state")
+        for round_ in range(repeats + 1):     # the first round warms up and is dropped
+            repo = os.path.join(tmp, f"one{round_}")
+            shutil.copytree(original, repo)
+            with ScriptServer(script()) as server:
+                one, _ = _timed_fix(repo, state, server.url, ["-model", "m1"])
+            repo = os.path.join(tmp, f"many{round_}")
+            shutil.copytree(original, repo)
+            with ScriptServer([], by_model={m: script() for m in models}) as server:
+                took, peak = _timed_fix(repo, state, server.url,
+                                        ["-attempts", str(attempts), "-jobs", str(attempts),
+                                         "-models", ",".join(models)])
+            if round_:
+                ones.append(one)
+                many.append(took)
+                peaks.append(peak)
+    one, took, peak = statistics.median(ones), statistics.median(many), max(peaks)
+    how = (f"a suite of 4 test files sleeping {seconds:g} s in all; each attempt edits one "
+           f"line, runs the tests and answers (a loopback model); median of {repeats} runs "
+           "each after one dropped warm-up")
+    return [Figure(f"attempts: `fix -attempts {attempts}` (concurrent) / one `fix`",
+                   f"{took / one:.2f}x ({took:.2f} s / {one:.2f} s)", "at most 1.6x",
+                   took <= 1.6 * one, how),
+            Figure(f"attempts: golem's peak memory with {attempts} attempts", f"{peak:.1f} MiB",
+                   "under 150 MiB", peak < 150,
+                   "resource.getrusage(RUSAGE_SELF) of the golem process (the suites it runs "
+                   "are other processes)")]
+
+
 # -- deadlines ---------------------------------------------------------------------------------
 
 def deadline_overshoot(wall: float = 1.0, repeats: int = 3) -> Figure:
@@ -478,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run every measurement at full size and write docs/benchmarks.md."""
     out = os.path.join(ROOT, "docs", "benchmarks.md")
     figures: list[Figure] = []
-    for measure in (startup, loop_overhead, fix_overhead, deadline_overshoot,
+    for measure in (startup, loop_overhead, fix_overhead, attempts_overhead, deadline_overshoot,
                     context_economy, search_speed, peak_memory):
         got = measure()
         got = got if isinstance(got, list) else [got]

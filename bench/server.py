@@ -34,8 +34,10 @@ def _reply(message: dict, finish: str) -> bytes:
 class ScriptServer:
     """`with ScriptServer(replies) as server:` serves `replies` in order at `server.url`."""
 
-    def __init__(self, replies: list[bytes]):
+    def __init__(self, replies: list[bytes], by_model: dict[str, list[bytes]] | None = None):
         self.replies = list(replies)
+        # model id -> a script of its own, for several conversations at once
+        self.by_model = {k: list(v) for k, v in (by_model or {}).items()}
         self.bodies: list[bytes] = []
         self._lock = threading.Lock()
         owner = self
@@ -50,7 +52,12 @@ class ScriptServer:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with owner._lock:
                     owner.bodies.append(body)
-                    data = owner.replies.pop(0) if owner.replies else answer_reply()
+                    try:
+                        model = json.loads(body).get("model")
+                    except (ValueError, AttributeError):
+                        model = None
+                    queue = owner.by_model.get(model, owner.replies)
+                    data = queue.pop(0) if queue else answer_reply()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -4,6 +4,7 @@ exit code, in one place (`main`)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import json
 import os
@@ -119,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(fix, "strict", action="store_true",
           help="REJECTED when the scan of the diff finds anything suspicious")
     _repeat_flag(fix)
+    _attempt_flags(fix)
     run = command("run", "run the agent on a free-form goal, same loop, tools and budgets")
     _agent_flags(run)
     _flag(run, "goal", required=True, help="what the agent should do")
@@ -138,6 +140,22 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(verify, "strict", action="store_true",
           help="REJECTED when the scan of the diff finds anything suspicious")
     _repeat_flag(verify)
+    pick = command("pick", "re-verify the patches of attempts run elsewhere (a CI matrix) "
+                   "and apply the first that verifies here")
+    pick.add_argument("results", nargs="+", metavar="RESULT",
+                      help="a -json result of `golem fix -attempt K/N -patch FILE`, its patch "
+                           "beside it")
+    _flag(pick, "dir", default=".", help="the workspace, a clean checkout (default .)")
+    _flag(pick, "test", metavar="CMD", help="the suite (default: detected from the repo)")
+    _flag(pick, "sandbox", default="auto", choices=["auto", "bwrap", "none"],
+          help="OS isolation of the test runs (default auto)")
+    _flag(pick, "print", action="store_true",
+          help="print the chosen patch instead of applying it")
+    _flag(pick, "trace", metavar="FILE", help="write the JSONL event stream here")
+    _flag(pick, "json", action="store_true", help="print the result as one JSON object last")
+    _flag(pick, "strict", action="store_true",
+          help="REJECTED when the scan of a patch finds anything suspicious")
+    _repeat_flag(pick)
     trace = command("trace", "render a recorded JSONL trace for a person")
     trace.add_argument("file", help="a trace written with -trace")
     _flag(trace, "html", metavar="OUT", help="write one self-contained HTML page to OUT")
@@ -147,6 +165,82 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(undo, "force", action="store_true",
           help="also put back files edited after the run (their later edits are lost)")
     return parser
+
+
+def _attempt_flags(parser: argparse.ArgumentParser) -> None:
+    _flag(parser, "attempts", type=int, default=1, metavar="N",
+          help="N independent attempts in private copies, each verified; the best verified "
+               "one is applied (default 1: the agent edits the workspace itself)")
+    _flag(parser, "jobs", type=int, default=0, metavar="J",
+          help="attempts at once (default: the number of cores, at most N)")
+    _flag(parser, "models", metavar="A,B,...",
+          help="models for the attempts, round robin; PROVIDER:MODEL picks a provider")
+    _flag(parser, "first", action="store_true",
+          help="stop the other attempts as soon as one is VERIFIED")
+    _flag(parser, "escalate", metavar="A,B,...",
+          help="attempts one after another, the next model only when the last did not "
+               "verify")
+    _flag(parser, "attempt", metavar="K/N",
+          help="run only attempt K of N (one CI matrix job), in the workspace itself")
+
+
+def _attempt_plan(args: argparse.Namespace) -> dict | None:
+    """The attempts the flags ask for, or None for a plain single run; UsageError for
+    flags that do not go together."""
+    attempts, escalate = args.attempts, args.escalate
+    single = args.attempt
+    if attempts < 1:
+        raise UsageError("-attempts must be 1 or more")
+    if args.jobs < 0:
+        raise UsageError("-jobs must be 1 or more (0: the number of cores)")
+    if escalate and (args.models or attempts != 1 or single):
+        raise UsageError("-escalate names the models itself; leave out -models, -attempts "
+                         "and -attempt")
+    if single and attempts != 1:
+        raise UsageError("-attempt K/N runs one attempt; leave out -attempts")
+    if not (escalate or attempts > 1 or single or args.models or args.first):
+        return None
+    from golem.workflow.attempts import parse_models
+    names = provider_names()
+    if escalate:
+        models = parse_models(escalate, names)
+        return {"models": models, "count": len(models), "jobs": 1, "first": True}
+    models = parse_models(args.models, names) if args.models else [(None, None)]
+    if single:
+        try:
+            index, total = (int(part) for part in single.split("/"))
+        except ValueError:
+            raise UsageError(f"-attempt {single!r}: give K/N, like 2/3") from None
+        if not 1 <= index <= total:
+            raise UsageError(f"-attempt {single!r}: K must be between 1 and N")
+        return {"models": models, "single": (index, total)}
+    if attempts < 2 and args.first:
+        raise UsageError("-first needs -attempts 2 or more (or -escalate)")
+    jobs = args.jobs or os.cpu_count() or 1
+    return {"models": models, "count": attempts, "jobs": min(jobs, attempts),
+            "first": args.first}
+
+
+def _attempt_config(base: ProviderConfig, provider: str | None, model: str | None,
+                    index: int) -> ProviderConfig:
+    """The provider configuration of attempt `index`: its provider and model, a key for that
+    provider from the environment, and a seed of its own."""
+    name = provider or base.name
+    config = dataclasses.replace(base, name=name, model=model or base.model, seed=index,
+                                 attempt=index, transport=None)
+    if name != base.name:
+        config.base_url = None
+        config.model = model or DEFAULT_MODELS.get(name, "")
+        config.api_key = None
+        if name in KEYS:
+            variable, required = KEYS[name]
+            value = os.environ.get(variable, "").strip()
+            if required and not value:
+                raise UsageError(f"{variable} is not set: export it to use {name}:"
+                                 f"{config.model} in -models")
+            _check_key(variable, value)
+            config.api_key = Secret(value) if value else None
+    return config
 
 
 def _provider_config(args: argparse.Namespace) -> ProviderConfig:
@@ -278,10 +372,25 @@ def _agent_command(args: argparse.Namespace) -> int:
         with Trace(options.trace, sys.stderr, secrets) as trace:
             config.on_retry = lambda info: trace.emit("retry", **info)
             config.on_event = lambda kind, info: trace.emit(kind, **info)
+            plan = _attempt_plan(args) if args.command == "fix" else None
+            if plan and "count" in plan and (config.record or config.replay):
+                raise UsageError("-record and -replay take one conversation; use them "
+                                 "without -attempts")
+            if plan and "single" in plan:
+                index, total = plan["single"]
+                provider_name, model = plan["models"][(index - 1) % len(plan["models"])]
+                config = options.provider = _attempt_config(config, provider_name, model,
+                                                            index)
             provider = checked = _with_preflight(make_provider(config), config)
             try:
-                if args.command == "fix":
+                if plan and "count" in plan:
+                    report = _fix_attempts(options, plan, trace, secrets)
+                    line = report["summary"]
+                elif args.command == "fix":
                     report = fix.fix(options, provider, trace, config.model, secrets)
+                    if plan and "single" in plan:
+                        report["attempt"] = f"{plan['single'][0]}/{plan['single'][1]}"
+                        report["model"] = config.model
                     line = report["summary"]
                 elif args.command == "run":
                     report = run.run_goal(options, provider, trace, config.model, args.goal,
@@ -318,6 +427,27 @@ def _agent_command(args: argparse.Namespace) -> int:
     code = _finish(args, report, line, secrets)
     print(f"({report['messages']} messages)", file=sys.stderr)
     return code
+
+
+def _fix_attempts(options, plan: dict, trace, secrets: list) -> dict:
+    """`golem fix -attempts N` (or -escalate): one provider per attempt, then the attempts."""
+    from golem.workflow.attempts import fix_attempts, make_specs
+    base = options.provider
+
+    def factory(provider: str | None, model: str | None, index: int):
+        config = _attempt_config(base, provider, model, index)
+        if config.api_key and config.api_key not in secrets:
+            secrets.append(config.api_key)
+        tagged = trace.tagged(index)
+        config.on_retry = lambda info: tagged.emit("retry", **info)
+        config.on_event = lambda kind, info: tagged.emit(kind, **info)
+        return _with_preflight(make_provider(config), config)
+
+    specs = make_specs(plan["models"], plan["count"], factory)
+    for spec in specs:
+        spec.model = spec.model or base.model
+    return fix_attempts(options, specs, trace, secrets, jobs=plan["jobs"],
+                        first=plan["first"])
 
 
 def _from_run_end(end: dict) -> dict:
@@ -402,6 +532,22 @@ def _verify_command(args: argparse.Namespace) -> int:
     return _finish(args, report, report["summary"])
 
 
+def _pick_command(args: argparse.Namespace) -> int:
+    from golem.trace import Trace
+    from golem.workflow.pick import pick
+    from golem.workflow.setup import Options
+    if not os.path.isdir(args.dir):
+        raise UsageError(f"workspace directory not found: {args.dir}")
+    options = Options(provider=ProviderConfig(name="none", model=""), dir=args.dir,
+                      test=args.test, sandbox=args.sandbox, trace=args.trace,
+                      strict=args.strict, repeat=_check_repeat(args))
+    with Trace(options.trace, sys.stderr) as trace:
+        report = pick(options, trace, args.results, print_only=args.print)
+    if not args.json and "diff" in report:
+        sys.stdout.write(report.pop("diff"))
+    return _finish(args, report, report["summary"])
+
+
 def _outgoing(report: dict, secrets) -> dict:
     """The result as it may leave golem: no key anywhere in it, no Infinity or NaN."""
     from golem.outgoing import finite, redact_value
@@ -419,7 +565,7 @@ def _finish(args: argparse.Namespace, report: dict, line: str, secrets=()) -> in
     # file names and messages on stdout can carry a key found in the workspace
     report = _outgoing(report, secrets)
     line = redact(line, secrets)
-    if args.command in ("fix", "verify"):
+    if args.command in ("fix", "verify", "pick"):
         github.publish(report, sys.stdout)
     print(printable(line))
     if args.json:
@@ -478,7 +624,8 @@ def _undo_command(args: argparse.Namespace) -> int:
 
 
 HANDLERS = {"fix": _agent_command, "run": _agent_command, "ask": _agent_command,
-            "tools": _tools_command, "verify": _verify_command, "trace": _trace_command, "undo": _undo_command}
+            "tools": _tools_command, "verify": _verify_command, "trace": _trace_command,
+            "undo": _undo_command, "pick": _pick_command}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,14 +70,37 @@ class ScriptedProvider:
         return Response(message, "tool_calls" if calls else "stop", usage, raw_finish="scripted")
 
 
+# `golem fix -provider demo -attempts 3`: three attempts that go three ways.
+WEAKEN_TEST: list[Turn] = [
+    {"say": "Reproducing the failure first.", "call": [("run_tests", {})]},
+    {"say": "The expectations look wrong to me; changing them to what the code returns.",
+     "call": [("edit_file", {"path": "tests/test_core.py",
+                             "old_string": "self.assertEqual(mean([1, 2, 3]), 2)",
+                             "new_string": "self.assertEqual(mean([1, 2, 3]), 3)"})]},
+    {"say": "Fixed: the suite passes."},
+]
+HALF_FIX: list[Turn] = [
+    {"say": "Reading the implementation.", "call": [("read_file",
+                                                     {"path": "calculator/core.py"})]},
+    CALCULATOR_FIX[3],
+    {"say": "Fixed mean in calculator/core.py."},
+]
+ATTEMPT_SCRIPTS = (WEAKEN_TEST, HALF_FIX, CALCULATOR_FIX)
+
+
 class DemoProvider(ScriptedProvider):
-    """`-provider demo`: fixes the bundled broken-calculator example."""
+    """`-provider demo`: fixes the bundled broken-calculator example. As attempt K of
+    several, it plays ATTEMPT_SCRIPTS[K - 1] (round robin): one attempt rewrites the test,
+    one fixes half, one fixes the bug."""
 
     def __init__(self, config: Any = None):
         super().__init__(CALCULATOR_FIX, name="demo")
+        self.attempt = getattr(config, "attempt", 0) or 0
 
     def complete(self, request: Request) -> Response:
         """The fix script when the model may write, else the read-only `ask` script."""
         writes = any(spec.name == "write_file" for spec in request.tools)
         script = CALCULATOR_FIX if writes else NOTES_ASK
+        if writes and self.attempt:
+            script = ATTEMPT_SCRIPTS[(self.attempt - 1) % len(ATTEMPT_SCRIPTS)]
         return ScriptedProvider(script, self.name).complete(request)

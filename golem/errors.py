@@ -47,6 +47,10 @@ class OutOfTime(GolemError):
     """The wall-clock budget ran out during a wait (a model call, a retry delay, a command)."""
 
 
+class Cancelled(GolemError):
+    """Another attempt already won (or the command is ending): this one stops where it is."""
+
+
 class Interrupted(KeyboardInterrupt):
     """A signal (SIGINT, SIGTERM, SIGHUP) ended the run; exit 128 + `signum`.
 

@@ -64,8 +64,12 @@ def anthropic_reply(text: str | None = None, tool_uses: list[tuple[str, dict]] |
 class ProviderServer:
     """Context manager: `with ProviderServer([chat(...), ...]) as server: server.url`."""
 
-    def __init__(self, replies: list[Any] | None = None, gets: dict[str, Any] | None = None):
+    def __init__(self, replies: list[Any] | None = None, gets: dict[str, Any] | None = None,
+                 by_model: dict[str, list[Any]] | None = None):
         self.replies: list[Any] = list(replies or [])
+        # model id -> its own queue of replies (a request naming another model takes from
+        # `replies`): several conversations at once, each scripted on its own
+        self.by_model: dict[str, list[Any]] = {k: list(v) for k, v in (by_model or {}).items()}
         self.requests: list[dict[str, Any]] = []
         # GET path -> Reply (the preflight); any other GET is a 404, as from a local server
         # without that endpoint. `probes` records the GETs (path and headers).
@@ -97,7 +101,10 @@ class ProviderServer:
                 with server._lock:
                     server.requests.append({"path": self.path, "headers": dict(self.headers),
                                             "body": body})
-                    reply = server.replies.pop(0) if server.replies else Reply(
+                    model = body.get("model") if isinstance(body, dict) else None
+                    queue = server.by_model.get(model) if model in server.by_model else \
+                        server.replies
+                    reply = queue.pop(0) if queue else Reply(
                         {"error": {"message": "no scripted reply left"}}, status=500)
                 if not isinstance(reply, Reply):
                     reply = Reply(reply)

@@ -27,6 +27,12 @@ class MeasurementsTest(unittest.TestCase):
         self.check(figure)
         self.assertIn("a step", figure.measured)
 
+    def test_attempts_overhead(self):
+        ratio, memory = bench.attempts_overhead(attempts=2, seconds=0.2, repeats=1)
+        self.check(ratio)
+        self.check(memory)
+        self.assertTrue(memory.measured.endswith("MiB"))
+
     def test_deadline_overshoot(self):
         figure = bench.deadline_overshoot(wall=0.3, repeats=1)
         self.check(figure)

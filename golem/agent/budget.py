@@ -7,6 +7,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from golem import cancel
 from golem.errors import UsageError
 from golem.llm.types import Usage
 
@@ -30,7 +31,10 @@ class Budget:
         return time.monotonic() - self.started
 
     def check(self, steps: int, usage: Usage) -> str | None:
-        """The name of the first exhausted budget, or None while all have room left."""
+        """The name of the first exhausted budget, or None while all have room left
+        (`cancelled` when another attempt already won)."""
+        if cancel.cancelled():
+            return "cancelled"
         if self.steps and steps >= self.steps:
             return "steps"
         if self.tokens and usage.total >= self.tokens:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from golem.agent.budget import Budget
 from golem.agent.context import DEFAULT_RESERVE, ContextFull, Lean, tools_chars
-from golem.errors import OutOfTime, ProviderError
+from golem.errors import Cancelled, OutOfTime, ProviderError
 from golem.llm import Provider
 from golem.llm.types import Message, Request, Response, Usage
 from golem.tools import Registry
@@ -102,6 +102,8 @@ def run(provider: Provider, tools: Registry, *, model: str, system: str, task: s
                            error=not result.ok, content=result.text)
                 messages.append(Message("tool", result.text, tool_call_id=call.id,
                                         name=call.name, is_error=not result.ok))
+    except Cancelled:
+        stop = "cancelled"
     except OutOfTime as exc:
         stop, error = "wall", str(exc)
     except (ProviderError, ContextFull) as exc:

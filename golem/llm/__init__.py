@@ -57,6 +57,8 @@ class ProviderConfig:
     # record and replay, so provider code is the same online and offline.
     transport: Callable[..., tuple] | None = field(default=None, repr=False)
     on_event: Callable[[str, dict], None] | None = field(default=None, repr=False)
+    seed: int | None = None         # sent where the provider takes one (attempts differ)
+    attempt: int = 0                # which attempt of several this provider serves (1-based)
 
 
 def _openrouter(config: ProviderConfig) -> Provider:

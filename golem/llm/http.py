@@ -16,6 +16,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from golem import cancel
 from golem.errors import OutOfTime, ProviderError
 from golem.llm.transport import (Transport, TransportFailure, get, urllib_transport,
                                  where as _where)
@@ -45,7 +46,7 @@ def post_json(url: str, body: Any, headers: dict[str, str], *, timeout: float,
               deadline: float | None, max_bytes: int, max_attempts: int, retry_base: float,
               retry_cap: float, retry_after_cap: float,
               on_retry: Callable[[dict], None] | None = None,
-              sleep: Callable[[float], None] = time.sleep, label: str = "provider",
+              sleep: Callable[[float], None] = cancel.sleep, label: str = "provider",
               key_name: str | None = None,
               transport: Transport | None = None) -> tuple[int, dict[str, str], Any]:
     """POST `body` as JSON and return (status, lower-cased headers, parsed JSON).

@@ -98,6 +98,8 @@ class OpenAICompatible:
             body["max_tokens"] = max_tokens
         if self.name == "openrouter":
             body["usage"] = {"include": True}  # asks OpenRouter to report the cost
+        if self._config.seed is not None:
+            body["seed"] = self._config.seed   # attempts sample differently
         return body
 
     def _parse(self, data: Any) -> Response:

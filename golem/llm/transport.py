@@ -27,6 +27,7 @@ import urllib.request
 import zlib
 from typing import Any, Callable
 
+from golem import cancel
 from golem.outgoing import clip
 
 __all__ = ["Transport", "TransportFailure", "urllib_transport", "get", "where"]
@@ -210,8 +211,12 @@ def get(url: str, headers: dict[str, str], budget: float,
 
 def _exchange(method: str, url: str, payload: bytes | None, headers: dict[str, str],
               budget: float, max_bytes: int) -> tuple[int, dict[str, str], bytes]:
+    stopper = cancel.current()
+    if stopper is not None:
+        stopper.check()
     guard = _Guard()
     _WATCHDOG.watch(guard, time.monotonic() + max(0.0, budget))
+    forget = stopper.on_set(guard.fire) if stopper is not None else None
     try:
         result = _attempt(method, url, payload, headers, budget, max_bytes, guard)
     except _Failure as failure:
@@ -221,6 +226,10 @@ def _exchange(method: str, url: str, payload: bytes | None, headers: dict[str, s
         result = None
     finally:
         guard.close()
+        if forget is not None:
+            forget()
+    if guard.fired and stopper is not None:
+        stopper.check()     # shut down because another attempt won, not at the deadline
     if guard.fired:     # a body read to the end may still have been cut by the shutdown
         raise _Failure(f"no reply from {where(url)} within {budget:.1f}s", None, True,
                        cut=True, connected=guard.connected)

@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from golem.errors import OutOfTime, ToolError
+from golem import cancel
+from golem.errors import Cancelled, OutOfTime, ToolError
 from golem.llm.types import ToolCall, ToolSpec
 from golem.trace import redact
 
@@ -33,6 +34,7 @@ class Context:
 
     def timeout(self) -> float:
         """The command timeout, shortened so no command outlives the wall budget."""
+        cancel.check()
         if self.deadline is None:
             return self.command_timeout
         left = self.deadline - time.monotonic()
@@ -99,7 +101,7 @@ class Registry:
             text, ok = tool.run(self.context, **call.arguments), True
         except ToolError as exc:
             text, ok = f"Error: {exc}", False
-        except (OutOfTime, KeyboardInterrupt):
+        except (OutOfTime, Cancelled, KeyboardInterrupt):
             raise
         except Exception as exc:  # a bug in a tool must not end an unattended run
             text, ok = f"Error: {call.name} failed unexpectedly: {type(exc).__name__}: {exc}", False

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from golem import cancel
 from golem.errors import ToolError
 
 __all__ = ["Completed", "run", "command_env", "resolve_program", "ENV_ALLOWLIST",
@@ -234,6 +235,8 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
                 os.close(fd)
             except OSError:
                 pass
+    stopper = cancel.current()
+    forget = stopper.on_set(lambda: _killpg(proc.pid, signal.SIGKILL)) if stopper else None
     try:
         # everything after the spawn is in here: the finally ends the group whatever is raised
         with _LOCK:
@@ -280,9 +283,13 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
         # is not reaped yet, so its pid (the group id) cannot have been reused.
         _killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        if forget is not None:
+            forget()
         with _LOCK:
             _LEADERS.discard(proc.pid)
         reap_strays()
+    if stopper is not None:
+        stopper.check()     # killed because another attempt won: not a result
     output, truncated = capture.text()
     done = Completed(argv, proc.returncode, output, timed_out, time.monotonic() - start,
                      truncated, capture.lines, capture.omitted_lines, capture.omitted_bytes)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import sys
+import threading
 from typing import Any, Iterable, TextIO
 
 from golem.errors import UsageError
@@ -70,6 +71,8 @@ def render(record: dict[str, Any]) -> str | None:
         return "\n".join(f". suspicious [{f.get('path')}:{f.get('line')} {f.get('kind')}: "
                          f"{f.get('detail')}]" for f in record["findings"]
                          if isinstance(f, dict)) or None
+    if event == "attempt":
+        return f". {record.get('summary')}"
     if event == "verdict":
         return f". verdict [summary={record.get('summary')}]"
     if event == "context_trimmed":
@@ -118,6 +121,7 @@ class Trace:
         self.secrets = [s for s in secrets if s]
         self.end: dict[str, Any] | None = None     # the last run_end event, as written
         self._console = Console(console) if console is not None else None
+        self._lock = threading.RLock()              # attempts emit from threads of their own
         # backslashreplace: a lone surrogate from a model reply must not crash the run
         from golem.tools.tree import open_append    # golem.tools imports this module
         try:
@@ -132,7 +136,12 @@ class Trace:
         # redacted before anything is cut (the console shortens long values), and finite,
         # since Infinity and NaN are not JSON
         clean = finite(redact_value(record, self.secrets))
-        if event == "run_end":
+        with self._lock:
+            self._write(event, record, clean, fields)
+        return record
+
+    def _write(self, event: str, record: dict, clean: dict, fields: dict) -> None:
+        if event == "run_end" and "attempt" not in clean:
             self.end = clean
         if self._file is not None:
             try:
@@ -145,9 +154,14 @@ class Trace:
             self._file.flush()
         if self._console is not None:
             text = render(clean)
+            if text is not None and "attempt" in clean:
+                text = "\n".join(f"[{clean['attempt']}] {line}" for line in text.split("\n"))
             self._console.show(clean, None if text is None
                                else printable(redact(text, self.secrets)))
-        return record
+
+    def tagged(self, attempt: int) -> Tagged:
+        """This trace as one attempt writes it: every event carries `attempt`."""
+        return Tagged(self, attempt)
 
     def close(self) -> None:
         if self._console is not None:
@@ -161,6 +175,22 @@ class Trace:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Tagged:
+    """The trace of one attempt among several: its events carry `attempt`, and its console
+    lines start with `[K]`."""
+
+    def __init__(self, trace: Trace, attempt: int):
+        self.trace = trace
+        self.attempt = attempt
+        self.end: dict[str, Any] | None = None
+
+    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
+        record = self.trace.emit(event, attempt=self.attempt, **fields)
+        if event == "run_end":
+            self.end = record
+        return record
 
 
 def null_trace() -> Trace:

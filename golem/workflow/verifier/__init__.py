@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from golem.errors import OutOfTime, UsageError
+from golem import cancel
+from golem.errors import Cancelled, OutOfTime, UsageError
 from golem.tools import process, sandbox, tree
 from golem.trace import Trace
 from golem.workflow.verifier import protect, repeat, scan
@@ -57,6 +58,7 @@ class Environment:
 
     def timeout(self) -> float:
         """Seconds a suite run may take now: the suite timeout, cut to what is left."""
+        cancel.check()
         if self.deadline is None:
             return self.suite_timeout
         left = self.deadline - time.monotonic()
@@ -214,16 +216,19 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
         raise
 
 
-def agent_scratch(env: Environment, baseline: Baseline | None, workspace: str) \
+def agent_scratch(env: Environment, baseline: Baseline | None, workspace: str,
+                  read_only: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) \
         -> tuple[Phase, dict[str, str], Callable | None]:
-    """The agent's phase: its scratch (HOME, TMPDIR, a copy of the bytecode master), the
-    environment and the sandbox for the model's commands. Only this scratch and the
-    workspace are writable to them."""
+    """The agent's phase: its scratch (HOME, TMPDIR; golem's bytecode cache read-only), the
+    environment and the sandbox for the model's commands. Only this scratch and `workspace`
+    are writable to them; `read_only` directories are bound read-only, `hidden` ones
+    covered (an attempt's private copy hides the real workspace)."""
     phase = Phase("agent")
     master = baseline.trusted_master() if baseline else None
     run = phase.run(pycache=master)
     tools = baseline.tools if baseline else ()
-    wrap = _wrap(env, workspace, (phase.root,), (master,) if master else (), (), tools)
+    cache = (master,) if master else ()
+    wrap = _wrap(env, workspace, (phase.root,), (*cache, *read_only), hidden, tools)
     return phase, run.env(env.env), wrap
 
 
@@ -326,6 +331,10 @@ def grade(env: Environment, baseline: Baseline, workspace: str, changes: Changes
         except OutOfTime:
             verdict = Verdict("FAILED", "FAILED: the verification did not finish within "
                               "-wall (the time kept for it ran out)", protected=protected)
+            return Grading(verdict, protected, findings, None, new_tests)
+        except Cancelled:
+            verdict = Verdict("FAILED", "FAILED: the verification was stopped: another "
+                              "attempt was verified first", protected=protected)
             return Grading(verdict, protected, findings, None, new_tests)
     grading.verdict = advise(mark_flaky(verdict, grading.flaky), findings, strict)
     return grading

@@ -1,0 +1,235 @@
+"""`golem pick RESULTS...`: the winner of attempts run elsewhere, re-verified here.
+
+Each RESULT is the `-json` object of one `golem fix -attempt K/N ... -patch FILE` (a CI
+matrix job), with its patch in the same directory under the name the result gives. Nothing
+in them is trusted: a result's verdict only makes its patch a candidate, and its findings,
+cost and attempt number only order the candidates (its size is counted from the patch
+itself). The suite command is this command's own (`-test` or detected), never a result's.
+
+After one baseline of the workspace here, each candidate in order of preference is applied
+with `git apply` to a private copy built from the snapshot (git refuses a path that leaves
+the copy or passes through a link), and the copy is graded through the sealed verifier, as
+`fix -attempts` grades an attempt. The first one VERIFIED is applied to the workspace
+through golem's confined writes, undoable like a fix (or, with `-print`, only printed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from dataclasses import dataclass
+
+from golem.errors import UsageError
+from golem.tools import tree
+from golem.tools.search import _git_env
+from golem.trace import Trace
+from golem.workflow import runs
+from golem.workflow.attempts import _private_snapshot, apply_to_workspace, check_copy
+from golem.workflow.fix import base_report
+from golem.workflow.patch import diffstat
+from golem.workflow.setup import Options, Setup
+from golem.workflow.verifier import rebuild, run_baseline
+from golem.workflow.verifier.grade import Verdict
+from golem.workflow.verifier.scratch import Phase
+from golem.workflow.verifier.snapshot import Changes, Snapshot, fingerprint
+
+MAX_RESULT = 16 * 1024 * 1024
+MAX_PATCH = 32 * 1024 * 1024
+
+
+@dataclass
+class Candidate:
+    """One result file and its patch, as found; `why` says why it is no candidate."""
+
+    result: str
+    patch: str | None = None
+    text: str = ""
+    claimed: str | None = None
+    attempt: str = ""
+    model: str = ""
+    findings: bool = False
+    cost: float = 0.0
+    lines: int = 0
+    why: str | None = None
+
+    def rank(self) -> tuple:
+        return (self.findings, self.lines, self.cost, _number(self.attempt), self.result)
+
+    def to_json(self) -> dict:
+        return {"result": self.result, "patch": self.patch, "claimed": self.claimed,
+                "attempt": self.attempt or None, "model": self.model or None,
+                "lines_changed": self.lines}
+
+
+def _number(attempt: str) -> int:
+    head = attempt.partition("/")[0]
+    return int(head) if head.isdigit() else 1 << 30
+
+
+def _read(path: str, cap: int) -> str:
+    directory, name = os.path.split(os.path.abspath(path))
+    data = tree.read_file(directory, name, cap + 1)
+    if data is None:
+        raise OSError(f"cannot read {path} (missing, a link or not a file)")
+    if len(data[0]) > cap:
+        raise OSError(f"{path} is larger than {cap} bytes")
+    return data[0].decode("utf-8")
+
+
+def load(path: str) -> Candidate:
+    """A result file and the patch it names, read without trusting either."""
+    found = Candidate(path)
+    try:
+        report = json.loads(_read(path, MAX_RESULT).strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError) as exc:
+        found.why = f"not a result golem wrote ({exc})"
+        return found
+    if not isinstance(report, dict):
+        found.why = "not a result golem wrote (not a JSON object)"
+        return found
+    text = lambda key: report.get(key) if isinstance(report.get(key), str) else ""
+    found.claimed = text("verdict") or None
+    found.attempt, found.model = text("attempt"), text("model")
+    found.findings = bool(report.get("suspicious"))
+    cost = report.get("cost")
+    found.cost = cost if isinstance(cost, (int, float)) and math.isfinite(cost) \
+        and cost >= 0 else 0.0
+    if found.claimed != "VERIFIED":
+        found.why = f"its run was not verified ({found.claimed or 'no verdict'})"
+        return found
+    name = os.path.basename(text("patch"))
+    if not name:
+        found.why = "it names no patch (run with -patch FILE)"
+        return found
+    found.patch = os.path.join(os.path.dirname(os.path.abspath(path)), name)
+    try:
+        found.text = _read(found.patch, MAX_PATCH)
+    except (OSError, UnicodeDecodeError) as exc:
+        found.why = f"its patch cannot be read ({exc})"
+        return found
+    if not found.text.strip():
+        found.why = "its patch is empty"
+        return found
+    found.lines = sum(a + r for a, r in diffstat({"": found.text}).values())
+    return found
+
+
+def _apply(patch: str, root: str, scratch: str) -> str | None:
+    """Apply the patch text to the copy at `root` with git; None, or why it did not apply."""
+    path = os.path.join(scratch, "candidate.patch")
+    tree.write_output(path, patch)
+    argv = ["git", "-c", "core.fsmonitor=", "-c", "core.symlinks=true", "apply",
+            "--whitespace=nowarn", "--", path]
+    try:
+        done = subprocess.run(argv, cwd=root, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=120, env=_git_env(root))
+    except FileNotFoundError:
+        raise UsageError("golem pick needs git on PATH to apply the patches") from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"git apply failed: {exc}"
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"git apply: {lines[0] if lines else 'failed'}"
+    return None
+
+
+def pick(options: Options, trace: Trace, results: list[str], print_only: bool = False) -> dict:
+    """Re-verify the candidates in order of preference; apply (or print) the first that
+    verifies. Returns the `-json` object with `exit_code`."""
+    found = [load(path) for path in results]
+    for item in found:
+        if item.why:
+            trace.emit("note", message=f"{item.result}: no candidate: {item.why}")
+    candidates = sorted((c for c in found if not c.why), key=Candidate.rank)
+    with Setup(options, trace) as setup:
+        root = setup.workspace.root
+        baseline = run_baseline(setup.verifier, setup.command, root,
+                                cache=lambda interp: runs.cache_for(interp, root))
+        setup.keep(baseline.phase)
+        report = base_report(setup, baseline.result)
+        report.update(candidates=[], picked=None, changed_files=[])
+        if baseline.result.passed:
+            summary = "ALREADY_GREEN: the suite passes here before any patch; nothing to pick"
+            trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
+            return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
+        run_id, run_dir = runs.new_run(root)
+        snap = Snapshot.take(root, run_dir)
+        runs.record_root(run_dir, snap.root_id)
+        winner = None
+        for number, item in enumerate(candidates, 1):
+            checked, copy_root = _check(setup, baseline, snap, item, number, options)
+            entry = {**item.to_json(), "verdict": checked.verdict.name,
+                     "summary": checked.verdict.summary}
+            report["candidates"].append(entry)
+            trace.emit("note", message=f"candidate {number} ({item.result}): "
+                       f"{checked.verdict.summary}", candidate=entry)
+            if checked.verdict.name == "VERIFIED":
+                winner = (item, checked, copy_root)
+                break
+        report["candidates"] += [{**c.to_json(), "verdict": None, "summary": c.why}
+                                 for c in found if c.why]
+        if winner is None:
+            runs.finish_run(run_dir, Changes([], [], []), {})
+            verdict = Verdict("FAILED", f"FAILED: none of {len(results)} result(s) verified "
+                              f"here ({len(candidates)} candidate patch(es) tried); the "
+                              "workspace is unchanged")
+            report.update(exit_code=verdict.exit_code, **verdict.fields())
+            trace.emit("verdict", **verdict.fields())
+            return report
+        item, checked, copy_root = winner
+        grading = checked.grading
+        report.update(picked=item.result, patch=item.patch, run_id=run_id,
+                      diffstat=diffstat(checked.diffs),
+                      new_tests=grading.new_tests, suspicious=grading.findings,
+                      protected_changes=[{"path": p, "reason": r}
+                                         for p, r in grading.protected])
+        report["tests"]["after"] = grading.after.to_json() if grading.after else None
+        verdict = checked.verdict
+        if print_only:
+            runs.finish_run(run_dir, Changes([], [], []), {})
+            report["diff"] = "".join(checked.diffs.values())
+        else:
+            try:
+                applied = apply_to_workspace(root, copy_root, snap, checked.changes,
+                                             {p for p, _ in grading.protected}, checked.after)
+            except UsageError as exc:
+                runs.finish_run(run_dir, Changes([], [], []), {})
+                verdict = Verdict("FAILED", f"FAILED: {exc}")
+                report.update(exit_code=verdict.exit_code, **verdict.fields())
+                trace.emit("verdict", **verdict.fields())
+                return report
+            runs.finish_run(run_dir, applied,
+                            fingerprint(root, deps=snap.deps).entries)
+            report["changed_files"] = applied.all
+            trace.emit("note", message=f"applied {item.patch}: `golem undo {run_id}` puts "
+                       "the workspace back")
+        summary = verdict.summary + f" (picked {os.path.basename(item.result)}" + \
+            (f", attempt {item.attempt}" if item.attempt else "") + ")"
+        verdict = Verdict(verdict.name, summary, verdict.fixed, verdict.still_failing,
+                          verdict.newly_failing, verdict.missing, verdict.protected)
+        report.update(exit_code=verdict.exit_code, **verdict.fields())
+        trace.emit("verdict", **verdict.fields(), picked=item.result)
+        return report
+
+
+def _check(setup: Setup, baseline, snap: Snapshot, item: Candidate, number: int,
+           options: Options):
+    """Candidate `number` applied to a private copy and graded: (Checked, the copy's root)."""
+    from golem.workflow.attempts import Checked
+    root = setup.workspace.root
+    home = setup.keep(Phase(f"candidate{number}"))
+    copy = rebuild.from_snapshot(snap, root, os.path.join(home.root, os.path.basename(root)),
+                                 Changes([], [], []), set(), snap.deps)
+    if copy.problems:
+        return Checked(Verdict("FAILED", "FAILED: the private copy is incomplete: "
+                               + "; ".join(copy.problems[:2]))), copy.root
+    private = _private_snapshot(snap, copy.root)
+    why = _apply(item.text, copy.root, home.root)
+    if why:
+        return Checked(Verdict("FAILED", f"FAILED: the patch does not apply here: {why}")), \
+            copy.root
+    checked = check_copy(setup, baseline, snap, private, copy.root, setup.verifier,
+                         list(snap.deps), options)
+    return checked, copy.root

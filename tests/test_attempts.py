@@ -1,0 +1,426 @@
+"""`golem fix -attempts N`: independent attempts in private copies, one verified winner.
+
+Each test scripts one conversation per model (the provider server routes a request by the
+model it names) against a calculator with two bugs: `add` and `mul`. The attempts are real:
+private copies, real suite runs, the sealed verification of each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+from types import SimpleNamespace
+
+from golem.errors import UsageError
+from golem.workflow.attempts import (Attempt, Spec, apply_to_workspace, choose, closest,
+                                     parse_models)
+from golem.workflow.verifier.grade import Verdict
+from golem.workflow.verifier.snapshot import Changes, Snapshot, fingerprint
+from tests.fixtures import REPO_ROOT, TEST_CMD, GolemCase, make_repo, read_trace, run_cli
+from tests.provider_server import ProviderServer, Reply, chat
+from tests.test_signals import processes
+
+CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a + b\n"
+TESTS = """\
+import unittest
+
+from calc import add, mul
+
+
+class CalcTest(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+
+    def test_mul(self):
+        self.assertEqual(mul(2, 3), 6)
+
+    def test_zero(self):
+        self.assertEqual(add(0, 0), 0)
+"""
+FILES = {"calc.py": CALC, "tests/test_calc.py": TESTS}
+FIX_ADD = ("edit_file", {"path": "calc.py", "old_string": "a - b", "new_string": "a + b"})
+FIX_MUL = ("edit_file", {"path": "calc.py", "old_string": "def mul(a, b):\n    return a + b",
+                         "new_string": "def mul(a, b):\n    return a * b"})
+WORDY_FIX = ("write_file", {"path": "calc.py", "content": "# adds\ndef add(a, b):\n"
+                            "    return a + b\n\n\n# multiplies\ndef mul(a, b):\n"
+                            "    return a * b\n"})
+WEAKEN = ("write_file", {"path": "tests/test_calc.py",
+                         "content": "import unittest\n\n\nclass CalcTest(unittest.TestCase):\n"
+                                    "    def test_add(self):\n        pass\n\n"
+                                    "    def test_mul(self):\n        pass\n\n"
+                                    "    def test_zero(self):\n        pass\n"})
+
+
+def script(*steps) -> list:
+    """One conversation: each step a tool call (or a Reply), then the claim it is done."""
+    replies = [s if isinstance(s, Reply) else chat(tool_calls=[s]) for s in steps]
+    return replies + [chat("done")]
+
+
+def verdict(name: str, fixed=(), newly=()) -> Verdict:
+    return Verdict(name, f"{name}: x", list(fixed), [], list(newly))
+
+
+def attempt(index: int, name: str, findings=(), lines: int = 1, cost: float = 0.0,
+            fixed=(), newly=()) -> Attempt:
+    made = Attempt(Spec(index, f"m{index}", None), verdict(name, fixed, newly),
+                   SimpleNamespace(usage=SimpleNamespace(cost=cost)),
+                   SimpleNamespace(findings=list(findings)))
+    made.diffs = {"calc.py": "@@ -1 +1 @@\n" + "".join(f"+line {i}\n" for i in range(lines))}
+    return made
+
+
+class SelectionTest(unittest.TestCase):
+    """The order of preference, stated in golem/workflow/attempts.py."""
+
+    def test_verified_without_findings_beats_smaller_verified_with_findings(self):
+        flagged = attempt(1, "VERIFIED", findings=[{"kind": "skip"}], lines=1)
+        clean = attempt(2, "VERIFIED", lines=9)
+        self.assertIs(choose([flagged, clean]), clean)
+
+    def test_never_rejected_or_failed(self):
+        self.assertIsNone(choose([attempt(1, "REJECTED"), attempt(2, "FAILED"),
+                                  attempt(3, "ALREADY_GREEN")]))
+
+    def test_ties_go_to_the_smallest_change_then_the_lower_cost_then_the_first(self):
+        self.assertEqual(choose([attempt(1, "VERIFIED", lines=5),
+                                 attempt(2, "VERIFIED", lines=2)]).spec.index, 2)
+        self.assertEqual(choose([attempt(1, "VERIFIED", lines=2, cost=0.3),
+                                 attempt(2, "VERIFIED", lines=2, cost=0.1)]).spec.index, 2)
+        self.assertEqual(choose([attempt(2, "VERIFIED", lines=2),
+                                 attempt(1, "VERIFIED", lines=2)]).spec.index, 1)
+
+    def test_closest_fixed_most_and_broke_nothing(self):
+        broke = attempt(1, "FAILED", fixed=["a", "b"], newly=["c"])
+        half = attempt(2, "FAILED", fixed=["a"])
+        cheat = attempt(3, "REJECTED", fixed=["a", "b"])
+        self.assertIs(closest([broke, half, cheat]), half)
+
+    def test_model_names_keep_their_colons(self):
+        providers = ["openai", "anthropic", "openrouter"]
+        self.assertEqual(parse_models("anthropic:claude-x, vendor/model:free,gpt", providers),
+                         [("anthropic", "claude-x"), (None, "vendor/model:free"),
+                          (None, "gpt")])
+
+
+class ApplyTest(GolemCase):
+    """Only what was verified is applied, and only onto the workspace the snapshot saw."""
+
+    def setUp(self):
+        super().setUp()
+        self.repo = make_repo(self.tmp, FILES)
+        self.snap = Snapshot.take(self.repo, os.path.join(self.tmp, "snap"))
+        self.source = make_repo(self.tmp, {**FILES, "calc.py": CALC.replace("a - b", "a + b")},
+                                name="source")
+        self.verified = fingerprint(self.source).entries
+        self.changes = Changes([], ["calc.py"], [])
+
+    def read(self, root: str) -> str:
+        with open(os.path.join(root, "calc.py"), encoding="utf-8") as handle:
+            return handle.read()
+
+    def test_the_verified_change_is_applied(self):
+        applied = apply_to_workspace(self.repo, self.source, self.snap, self.changes, set(),
+                                     self.verified)
+        self.assertEqual(applied.all, ["calc.py"])
+        self.assertIn("a + b", self.read(self.repo))
+
+    def test_a_source_changed_after_its_verification_is_not_applied(self):
+        with open(os.path.join(self.source, "calc.py"), "a", encoding="utf-8") as handle:
+            handle.write("import os\n")
+        with self.assertRaises(UsageError) as cm:
+            apply_to_workspace(self.repo, self.source, self.snap, self.changes, set(),
+                               self.verified)
+        self.assertIn("changed after its verification", str(cm.exception))
+        self.assertEqual(self.read(self.repo), CALC)
+
+    def test_a_workspace_changed_meanwhile_is_not_overwritten(self):
+        with open(os.path.join(self.repo, "calc.py"), "a", encoding="utf-8") as handle:
+            handle.write("# the user's edit\n")
+        with self.assertRaises(UsageError):
+            apply_to_workspace(self.repo, self.source, self.snap, self.changes, set(),
+                               self.verified)
+        self.assertIn("# the user's edit", self.read(self.repo))
+
+
+class AttemptsCase(GolemCase):
+    def serve_models(self, **conversations) -> ProviderServer:
+        return self.enterContext(ProviderServer(by_model=conversations))
+
+    def attempts(self, repo: str, server, *extra: str, env=None):
+        args = ["fix", "-dir", repo, "-test", TEST_CMD, "-provider", "openai",
+                "-base-url", server.url, "-sandbox", "none", "-trace", self.trace, "-json",
+                *extra]
+        code, out, err = run_cli(args, env)
+        return code, json.loads(out.splitlines()[-1]), err
+
+    def calls(self, server, model: str) -> int:
+        return sum(1 for r in server.requests if r["body"].get("model") == model)
+
+    def read(self, repo: str, rel: str) -> str:
+        with open(os.path.join(repo, rel), encoding="utf-8") as handle:
+            return handle.read()
+
+
+class ChooseTest(AttemptsCase):
+    def test_the_verified_attempt_is_chosen_applied_and_undoable(self):
+        repo = make_repo(self.tmp, FILES)
+        server = self.serve_models(cheat=script(WEAKEN), half=script(FIX_ADD),
+                                   fixer=script(FIX_ADD, FIX_MUL))
+        code, report, err = self.attempts(repo, server, "-attempts", "3",
+                                          "-models", "cheat,half,fixer", "-jobs", "3")
+        self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
+        self.assertEqual(report["chosen"], 3)
+        self.assertIn("attempt 3 of 3", report["summary"])
+        got = {a["attempt"]: (a["model"], a["verdict"]) for a in report["attempts"]}
+        self.assertEqual(got, {1: ("cheat", "REJECTED"), 2: ("half", "FAILED"),
+                               3: ("fixer", "VERIFIED")})
+        for item in report["attempts"]:
+            self.assertTrue(os.path.isfile(item["patch"]), item)
+            self.assertGreater(item["steps"], 0)
+        # only the winner reached the workspace: the tests are the user's, calc.py is fixed
+        self.assertEqual(self.read(repo, "tests/test_calc.py"), TESTS)
+        self.assertIn("a * b", self.read(repo, "calc.py"))
+        self.assertEqual(report["changed_files"], ["calc.py"])
+        # every event of an attempt carries its number
+        events = read_trace(self.trace)
+        tagged = {e.get("attempt") for e in events if e["event"] == "tool_call"}
+        self.assertEqual(tagged, {1, 2, 3})
+        code, out, err = run_cli(["undo", "-dir", repo])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.read(repo, "calc.py"), CALC)
+
+    def test_the_smaller_of_two_verified_fixes_wins(self):
+        repo = make_repo(self.tmp, FILES)
+        server = self.serve_models(wordy=script(WORDY_FIX), terse=script(FIX_ADD, FIX_MUL))
+        code, report, err = self.attempts(repo, server, "-attempts", "2",
+                                          "-models", "wordy,terse")
+        self.assertEqual((report["verdict"], report["chosen"]), ("VERIFIED", 2))
+        lines = {a["attempt"]: a["lines_changed"] for a in report["attempts"]}
+        self.assertLess(lines[2], lines[1])
+        self.assertNotIn("# adds", self.read(repo, "calc.py"))
+
+    def test_no_verified_attempt_leaves_the_workspace_as_it_was(self):
+        repo = make_repo(self.tmp, FILES)
+        server = self.serve_models(cheat=script(WEAKEN), half=script(FIX_ADD))
+        code, report, err = self.attempts(repo, server, "-attempts", "2",
+                                          "-models", "cheat,half")
+        self.assertEqual((report["verdict"], code), ("FAILED", 1), report["summary"])
+        self.assertIsNone(report["chosen"])
+        self.assertIn("closest, attempt 2 (half)", report["summary"])
+        self.assertEqual((self.read(repo, "calc.py"), self.read(repo, "tests/test_calc.py")),
+                         (CALC, TESTS))
+        self.assertEqual(report["changed_files"], [])
+        patches = {a["attempt"]: a["patch"] for a in report["attempts"]}
+        with open(patches[2], encoding="utf-8") as handle:
+            self.assertIn("+    return a + b", handle.read())
+        # the rejected attempt's patch holds what it was allowed to change: not the tests
+        cheat = report["attempts"][0]
+        self.assertEqual([p["path"] for p in cheat["protected_changes"]], ["tests/test_calc.py"])
+        with open(patches[1], encoding="utf-8") as handle:
+            self.assertNotIn("tests/test_calc.py", handle.read())
+
+    def test_one_attempt_of_a_matrix_runs_in_place(self):
+        repo = make_repo(self.tmp, FILES)
+        server = self.serve_models(a=script(FIX_ADD), b=script(FIX_ADD, FIX_MUL))
+        code, report, err = self.attempts(repo, server, "-attempt", "2/2", "-models", "a,b")
+        self.assertEqual((report["verdict"], report["attempt"], report["model"]),
+                         ("VERIFIED", "2/2", "b"))
+        self.assertEqual(self.calls(server, "a"), 0)
+        self.assertIn("a * b", self.read(repo, "calc.py"))
+
+
+class StopTest(AttemptsCase):
+    def test_first_stops_a_model_call_and_a_command_of_the_others(self):
+        repo = make_repo(self.tmp, FILES)
+        marker = "import time; time.sleep(271.5)"
+        server = self.serve_models(
+            fast=script(FIX_ADD, FIX_MUL),
+            waits=[Reply(chat("too late"), delay=120)],
+            runs=script(("run_command", {"argv": ["python3", "-c", marker]})))
+        started = time.monotonic()
+        code, report, err = self.attempts(repo, server, "-attempts", "3", "-jobs", "3",
+                                          "-models", "fast,waits,runs", "-first",
+                                          "-allow", "python3")
+        took = time.monotonic() - started
+        self.assertEqual((report["verdict"], report["chosen"]), ("VERIFIED", 1))
+        stops = {a["attempt"]: a["stop"] for a in report["attempts"]}
+        self.assertEqual((stops[2], stops[3]), ("cancelled", "cancelled"), report["attempts"])
+        # no further model call after the stop, and the command's process is gone
+        self.assertEqual((self.calls(server, "waits"), self.calls(server, "runs")), (1, 1))
+        self.assertEqual(processes(marker.encode()), [])
+        self.assertLess(took, 100.0)
+
+    def test_escalate_stops_at_the_first_verified_model(self):
+        repo = make_repo(self.tmp, FILES)
+        server = self.serve_models(cheap=script(FIX_ADD), better=script(FIX_ADD, FIX_MUL),
+                                   best=script(FIX_ADD, FIX_MUL))
+        code, report, err = self.attempts(repo, server, "-escalate", "cheap,better,best")
+        self.assertEqual((report["verdict"], report["chosen"]), ("VERIFIED", 2))
+        self.assertEqual(self.calls(server, "best"), 0)
+        verdicts = [a["verdict"] for a in report["attempts"]]
+        self.assertEqual(verdicts, ["FAILED", "VERIFIED", None])
+        # one after another: the second began after the first was graded
+        events = read_trace(self.trace)
+        first_done = next(i for i, e in enumerate(events)
+                          if e["event"] == "attempt" and e.get("attempt") == 1)
+        second_start = next(i for i, e in enumerate(events)
+                            if e["event"] == "request" and e.get("attempt") == 2)
+        self.assertLess(first_done, second_start)
+
+    def test_the_cost_budget_is_shared_by_all_attempts(self):
+        repo = make_repo(self.tmp, FILES)
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15, "cost": 0.25}
+        looping = lambda: [chat(tool_calls=[("read_file", {"path": "calc.py"})], usage=usage)
+                           for _ in range(30)]
+        server = self.serve_models(a=looping(), b=looping(), c=looping())
+        code, report, err = self.attempts(repo, server, "-attempts", "3", "-jobs", "3",
+                                          "-models", "a,b,c", "-cost", "1")
+        self.assertEqual({a["stop"] for a in report["attempts"]}, {"cost"}, report["attempts"])
+        # $1 at $0.25 a call: four calls reach it, and each attempt may have one in flight
+        self.assertLessEqual(len(server.requests), 4 + 3)
+        self.assertGreaterEqual(report["cost"], 1.0)
+        self.assertEqual(self.read(repo, "calc.py"), CALC)
+
+
+class KilledTest(AttemptsCase):
+    def test_a_killed_run_leaves_the_workspace_untouched_and_undoable(self):
+        repo = make_repo(self.tmp, FILES)
+        slow = lambda: [chat(tool_calls=[FIX_ADD]), Reply(chat("late"), delay=120)]
+        server = self.serve_models(a=slow(), b=slow())
+        scratch = os.path.join(self.tmp, "tmpdir")
+        os.mkdir(scratch)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": scratch,
+               "GOLEM_STATE_DIR": os.environ["GOLEM_STATE_DIR"], "HOME": self.tmp}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "golem", "fix", "-dir", repo, "-test", TEST_CMD,
+             "-provider", "openai", "-base-url", server.url, "-sandbox", "none",
+             "-attempts", "2", "-jobs", "2", "-models", "a,b", "-json"],
+            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        end = time.monotonic() + 60
+        while len(server.requests) < 4 and time.monotonic() < end and proc.poll() is None:
+            time.sleep(0.05)
+        self.assertEqual(len(server.requests), 4, proc.poll())   # both edited, both waiting
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 128 + signal.SIGTERM, err)
+        self.assertEqual(json.loads(out.splitlines()[-1])["stop"], "interrupted")
+        self.assertEqual((self.read(repo, "calc.py"), self.read(repo, "tests/test_calc.py")),
+                         (CALC, TESTS))
+        self.assertEqual(os.listdir(scratch), [])
+        code, out, err = run_cli(["undo", "-dir", repo])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.read(repo, "calc.py"), CALC)
+
+
+FORGED_NOOP = """\
+--- a/calc.py
++++ b/calc.py
+@@ -1,2 +1,3 @@
++# fixed
+ def add(a, b):
+     return a - b
+"""
+FORGED_TESTS = """\
+--- a/tests/test_calc.py
++++ b/tests/test_calc.py
+@@ -6,7 +6,7 @@
+ class CalcTest(unittest.TestCase):
+     def test_add(self):
+-        self.assertEqual(add(2, 3), 5)
++        self.assertEqual(add(2, 3), -1)
+\x20
+     def test_mul(self):
+-        self.assertEqual(mul(2, 3), 6)
++        self.assertEqual(mul(2, 3), 5)
+\x20
+"""
+FORGED_OUTSIDE = """\
+--- /dev/null
++++ b/../outside.txt
+@@ -0,0 +1 @@
++planted
+"""
+
+
+class PickTest(AttemptsCase):
+    """`golem pick`: the matrix jobs' results and patches, trusted for nothing."""
+
+    def job(self, name: str, attempt: str, models: str, server) -> str:
+        """One matrix job: its own checkout, `fix -attempt K/N -patch`, artifacts kept."""
+        repo = make_repo(self.tmp, FILES, name=f"checkout-{name}")
+        out_dir = os.path.join(self.tmp, "artifacts", name)
+        os.makedirs(out_dir)
+        code, out, err = run_cli(["fix", "-dir", repo, "-test", TEST_CMD, "-provider", "openai",
+                                  "-base-url", server.url, "-sandbox", "none", "-json",
+                                  "-attempt", attempt, "-models", models,
+                                  "-patch", os.path.join(out_dir, "fix.patch")])
+        result = os.path.join(out_dir, "result.json")
+        with open(result, "w", encoding="utf-8") as handle:
+            handle.write(out)
+        return result
+
+    def forged(self, name: str, patch: str, **fields) -> str:
+        out_dir = os.path.join(self.tmp, "artifacts", name)
+        os.makedirs(out_dir)
+        with open(os.path.join(out_dir, "fix.patch"), "w", encoding="utf-8") as handle:
+            handle.write(patch)
+        result = os.path.join(out_dir, "result.json")
+        with open(result, "w", encoding="utf-8") as handle:
+            json.dump({"verdict": "VERIFIED", "patch": "fix.patch", "cost": 0.0,
+                       "attempt": "1/9", "suspicious": [], **fields}, handle)
+        return result
+
+    def pick(self, repo: str, *results: str):
+        code, out, err = run_cli(["pick", "-dir", repo, "-test", TEST_CMD, "-sandbox", "none",
+                                  "-json", *results])
+        return code, json.loads(out.splitlines()[-1]), err
+
+    def test_the_verified_patch_of_a_matrix_is_picked_and_undoable(self):
+        server = self.serve_models(half=script(FIX_ADD), fixer=script(FIX_ADD, FIX_MUL))
+        first = self.job("one", "1/2", "half,fixer", server)
+        second = self.job("two", "2/2", "half,fixer", server)
+        repo = make_repo(self.tmp, FILES, name="clean")
+        code, report, err = self.pick(repo, first, second)
+        self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
+        self.assertEqual(report["picked"], second)
+        self.assertIn("a * b", self.read(repo, "calc.py"))
+        self.assertEqual(run_cli(["undo", "-dir", repo])[0], 0)
+        self.assertEqual(self.read(repo, "calc.py"), CALC)
+
+    def test_forged_artifacts_are_re_verified_and_refused(self):
+        server = self.serve_models(fixer=script(FIX_ADD, FIX_MUL))
+        real = self.job("real", "3/3", "a,b,fixer", server)
+        # claimed VERIFIED, each smaller than the real fix, so each is tried before it
+        noop = self.forged("noop", FORGED_NOOP, attempt="1/3")
+        cheat = self.forged("cheat", FORGED_TESTS, attempt="2/3")
+        outside = self.forged("outside", FORGED_OUTSIDE, attempt="1/3")
+        repo = make_repo(self.tmp, FILES, name="clean")
+        code, report, err = self.pick(repo, noop, cheat, outside, real)
+        self.assertEqual((report["verdict"], report["picked"]), ("VERIFIED", real),
+                         report["candidates"])
+        tried = {c["result"]: c["verdict"] for c in report["candidates"]}
+        self.assertEqual(tried[noop], "FAILED")
+        self.assertEqual(tried[cheat], "REJECTED")
+        self.assertEqual(tried[outside], "FAILED")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "outside.txt")))
+        self.assertEqual(self.read(repo, "tests/test_calc.py"), TESTS)
+
+    def test_only_forged_artifacts_leave_the_workspace_as_it_was(self):
+        noop = self.forged("noop", FORGED_NOOP)
+        cheat = self.forged("cheat", FORGED_TESTS)
+        repo = make_repo(self.tmp, FILES, name="clean")
+        code, report, err = self.pick(repo, noop, cheat)
+        self.assertEqual((report["verdict"], code, report["picked"]), ("FAILED", 1, None))
+        self.assertEqual((self.read(repo, "calc.py"), self.read(repo, "tests/test_calc.py")),
+                         (CALC, TESTS))
+
+
+if __name__ == "__main__":
+    unittest.main()
