@@ -341,6 +341,21 @@ FORGED_TESTS = """\
 +        self.assertEqual(mul(2, 3), 5)
 \x20
 """
+FORGED_THROUGH_A_LINK = """\
+diff --git a/out b/out
+new file mode 120000
+--- /dev/null
++++ b/out
+@@ -0,0 +1 @@
++../..
+\\ No newline at end of file
+diff --git a/out/through.txt b/out/through.txt
+new file mode 100644
+--- /dev/null
++++ b/out/through.txt
+@@ -0,0 +1 @@
++planted
+"""
 FORGED_OUTSIDE = """\
 --- /dev/null
 +++ b/../outside.txt
@@ -401,15 +416,18 @@ class PickTest(AttemptsCase):
         noop = self.forged("noop", FORGED_NOOP, attempt="1/3")
         cheat = self.forged("cheat", FORGED_TESTS, attempt="2/3")
         outside = self.forged("outside", FORGED_OUTSIDE, attempt="1/3")
+        link = self.forged("link", FORGED_THROUGH_A_LINK, attempt="1/3")
         repo = make_repo(self.tmp, FILES, name="clean")
-        code, report, err = self.pick(repo, noop, cheat, outside, real)
+        code, report, err = self.pick(repo, noop, cheat, outside, link, real)
         self.assertEqual((report["verdict"], report["picked"]), ("VERIFIED", real),
                          report["candidates"])
         tried = {c["result"]: c["verdict"] for c in report["candidates"]}
         self.assertEqual(tried[noop], "FAILED")
         self.assertEqual(tried[cheat], "REJECTED")
-        self.assertEqual(tried[outside], "FAILED")
-        self.assertFalse(os.path.exists(os.path.join(self.tmp, "outside.txt")))
+        self.assertEqual((tried[outside], tried[link]), ("FAILED", "FAILED"))
+        why = {c["result"]: c["summary"] for c in report["candidates"]}
+        self.assertIn("beyond a symbolic link", why[link])
+        self.assertEqual([p for p in os.listdir(self.tmp) if p.endswith(".txt")], [])
         self.assertEqual(self.read(repo, "tests/test_calc.py"), TESTS)
 
     def test_only_forged_artifacts_leave_the_workspace_as_it_was(self):
