@@ -677,10 +677,13 @@ class UndoTest(GolemCase):
         server = self.serve([chat(tool_calls=[FIX_EDIT, ("write_file", {"path": "data/new.txt",
                                                                         "content": "new\n"})]),
                              Reply(chat("never seen"), delay=5)])
+        scratch = os.path.join(self.tmp, "scratch")
+        os.mkdir(scratch)
         proc = subprocess.Popen(
             [sys.executable, "-m", "golem", "fix", "-dir", repo, "-test", TEST_CMD,
              "-provider", "openai", "-base-url", server.url, "-sandbox", "none"],
-            env={**os.environ, "PYTHONPATH": REPO_ROOT}, cwd=self.tmp,
+            # a SIGKILL leaves golem's scratch behind: keep it in this test's directory
+            env={**os.environ, "PYTHONPATH": REPO_ROOT, "TMPDIR": scratch}, cwd=self.tmp,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 20
