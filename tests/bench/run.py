@@ -1,6 +1,6 @@
 """golem's benchmark: start-up, loop overhead, context economy, search speed, peak memory.
 
-`make bench` (or `python3 bench/run.py`) measures each figure against its target and writes
+`make bench` (or `python3 -m tests.bench.run`) measures each figure against its target and writes
 docs/benchmarks.md. Every measurement is a function taking its size, so the tests can run it
 small. Standard library only; nothing leaves the machine (the model is a loopback server).
 """
@@ -20,12 +20,12 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.server import (ScriptServer, TrickleServer, answer_reply,  # noqa: E402
-                          read_reply)
+from tests.bench.server import (ScriptServer, TrickleServer, answer_reply,  # noqa: E402
+                                read_reply)
 
 NEEDLE = "unique_needle_marker"
 _WORDS = "value result index count total items name data config path node state".split()
@@ -202,7 +202,7 @@ def make_project(root: str, modules: int = 40, tests: int = 15, work: int = 20_0
 
 
 def _call(step: int, name: str, arguments: dict) -> bytes:
-    from bench.server import _reply
+    from tests.bench.server import _reply
     call = {"id": f"call_{step:04}", "type": "function",
             "function": {"name": name, "arguments": json.dumps(arguments)}}
     return _reply({"role": "assistant", "content": "", "tool_calls": [call]}, "tool_calls")
@@ -455,7 +455,7 @@ def report(figures: list[Figure], where: str) -> str:
     notes = "\n".join(f"- **{f.name}**: {f.how}." for f in figures if f.how)
     return f"""# Benchmarks
 
-Written by `make bench` (`python3 bench/run.py`), which measures golem on this machine and
+Written by `make bench` (`python3 -m tests.bench.run`), which measures golem on this machine and
 rewrites this page. Targets are what golem aims for; a miss is reported as a miss.
 
 Machine: {where}.
