@@ -48,6 +48,11 @@ class MeasurementsTest(unittest.TestCase):
         self.check(figure)
         self.assertTrue(figure.measured.endswith("MiB"))
 
+    def test_snapshot_sharing(self):
+        figure = bench.snapshot_sharing(files=50, size=400)
+        self.check(figure)
+        self.assertIn("MiB added", figure.measured)
+
     def test_traffic_prices_the_shared_prefix_at_a_tenth(self):
         first = b'{"messages": [{"role": "user", "content": "aaaa"}]}'
         second = (b'{"messages": [{"role": "user", "content": "aaaa"}, '

@@ -1,4 +1,5 @@
-"""golem's benchmark: start-up, loop overhead, context economy, search speed, peak memory.
+"""golem's benchmark: start-up, loop overhead, context economy, search speed, peak memory,
+and what a second run of a big repository adds to the state directory.
 
 `make bench` (or `python3 -m tests.bench.run`) measures each figure against its target and writes
 docs/benchmarks.md. Every measurement is a function taking its size, so the tests can run it
@@ -438,6 +439,46 @@ def peak_memory(mib: int = 1024) -> Figure:
                   "resource.getrusage(RUSAGE_SELF) of the process running process.run")
 
 
+# -- snapshots shared between runs ------------------------------------------------------------
+
+def _bytes_under(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(base, name))
+               for base, _, names in os.walk(path) for name in names)
+
+
+def snapshot_sharing(files: int = 20_000, size: int = 4096) -> Figure:
+    """What a second run of the same repository adds to the state directory: two snapshots
+    of a tree of `files` distinct files into one shared store, one file edited between."""
+    from golem.workflow.verifier.snapshot import Snapshot
+    with tempfile.TemporaryDirectory() as tmp:
+        root = os.path.join(tmp, "repo")
+        body = "value = 1\n" * (size // 10)
+        for i in range(files):
+            folder = os.path.join(root, f"pkg{i // 500:03d}")
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, f"mod{i:05d}.py"), "w") as handle:
+                handle.write(f"# module {i}\n{body}")
+        store = os.path.join(tmp, "store")
+        taken = []
+        for run in ("first", "second"):
+            directory = os.path.join(tmp, run)
+            os.mkdir(directory)
+            before = _bytes_under(store) if os.path.isdir(store) else 0
+            start = time.perf_counter()
+            Snapshot.take(root, directory, store)
+            seconds = time.perf_counter() - start
+            taken.append((_bytes_under(store) - before + _bytes_under(directory), seconds))
+            with open(os.path.join(root, "pkg000", "mod00000.py"), "a") as handle:
+                handle.write("value = 2\n")
+    (first, first_s), (second, second_s) = taken
+    return Figure(f"state: a second run of a {files:,}-file repository",
+                  f"{second / 2**20:.1f} MiB added in {second_s:.1f} s (the first: "
+                  f"{first / 2**20:.1f} MiB in {first_s:.1f} s)",
+                  "under 10 % of the first", second < first * 0.10,
+                  "two Snapshot.take calls into one store, one file edited in between; the "
+                  "bytes each added to the store and its run directory (the fingerprint list)")
+
+
 # -- the report -------------------------------------------------------------------------------
 
 def machine() -> str:
@@ -479,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     out = os.path.join(ROOT, "docs", "benchmarks.md")
     figures: list[Figure] = []
     for measure in (startup, loop_overhead, fix_overhead, deadline_overshoot,
-                    context_economy, search_speed, peak_memory):
+                    context_economy, search_speed, peak_memory, snapshot_sharing):
         got = measure()
         got = got if isinstance(got, list) else [got]
         for figure in got:
