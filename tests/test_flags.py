@@ -64,6 +64,9 @@ class Mistakes(GolemCase):
         self.refused("verify", "-dir", self.repo, "-test", TEST_CMD, "-base", "nosuchrev",
                      says="-base 'nosuchrev' is not a commit")
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "state")))
+        plain = make_repo(self.tmp, name="not-git")
+        self.refused("verify", "-dir", plain, "-test", TEST_CMD, "-base", "HEAD",
+                     says="needs a git checkout")
 
     def test_nothing_ran_and_nothing_was_written(self):
         self.refused("fix", "-dir", self.repo, "-test", TEST_CMD, "-provider", "openai",

@@ -81,6 +81,11 @@ def resolve_base(root: str, rev: str) -> None:
 
 def _resolve(root: str, rev: str) -> None:
     try:
+        _git(root, "rev-parse", "--git-dir")
+    except UsageError:
+        raise UsageError(f"golem verify needs a git checkout, and {root} is not inside one "
+                         f"(so -base {rev!r} names nothing there)") from None
+    try:
         _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
     except UsageError:
         raise UsageError(f"-base {rev!r} is not a commit in {root} (git rev-parse cannot "
