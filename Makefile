@@ -1,4 +1,5 @@
 PYTHON ?= python3
+PYZ ?= golem.pyz
 
 .PHONY: all check test demo ask-demo pyz clean bench
 
@@ -6,17 +7,15 @@ all: check test demo
 
 # stdlib-only, and every module compiles
 check:
-	@$(PYTHON) tools/check_stdlib.py
+	$(PYTHON) -X dev -W error -m unittest tests.test_stdlib
 
 # -X dev -W error: leaked files, sockets and processes fail the run
 test:
 	$(PYTHON) -X dev -W error -m unittest discover -s tests -t .
 
-# the scripted model fixes a temporary copy of the example; the checkout stays clean
+# the scripted model fixes a temporary copy of the bundled example; nothing here changes
 demo:
-	@tmp=$$(mktemp -d) && cp -r examples/broken-calculator "$$tmp/repo" && \
-	GOLEM_STATE_DIR="$$tmp/state" $(PYTHON) -m golem fix -dir "$$tmp/repo" -provider demo; \
-	status=$$?; rm -rf "$$tmp"; exit $$status
+	$(PYTHON) -m golem demo
 
 # read-only: the scripted model answers a question about examples/notes, naming its files
 ask-demo:
@@ -26,11 +25,19 @@ ask-demo:
 # measures start-up, loop overhead, context economy, search and memory against their
 # targets and rewrites docs/benchmarks.md (about a minute; compares search with grep)
 bench:
-	$(PYTHON) bench/run.py
+	$(PYTHON) -m tests.bench.run
 
 # one file that runs golem anywhere Python 3.11+ does: python3 golem.pyz --help
+# (only golem/ goes in, without caches, started by golem/__main__.py so the exit code
+# carries; written beside $(PYZ) and moved into place)
 pyz:
-	$(PYTHON) tools/build_pyz.py golem.pyz
+	@tmp=$$(mktemp -d) && mkdir "$$tmp/src" && cp -R golem "$$tmp/src/golem" && \
+	find "$$tmp/src" -name __pycache__ -type d -prune -exec rm -rf {} + && \
+	find "$$tmp/src" -name '*.py[co]' -exec rm -f {} + && \
+	cp golem/__main__.py "$$tmp/src/__main__.py" && \
+	$(PYTHON) -m zipapp "$$tmp/src" -o "$(PYZ).part" -p '/usr/bin/env python3' -c && \
+	mv "$(PYZ).part" "$(PYZ)"; \
+	status=$$?; rm -rf "$$tmp"; [ $$status -eq 0 ] && echo "built $(PYZ)"; exit $$status
 
 clean:
 	rm -rf build dist *.egg-info golem.pyz

@@ -3,12 +3,15 @@
 `ScriptedProvider` replays a fixed list of turns, chosen by how many assistant turns the
 conversation already holds, so it answers the same way however the tools behave. It proves
 the machinery (the loop, the tools, the sandbox, the verifier), not a model's intelligence.
-`DemoProvider` is the script that fixes `examples/broken-calculator`, or, offered only the
-reading tools (`golem ask`), the one that answers a question about `examples/notes`.
+`DemoProvider` is the script that fixes the bundled broken calculator (`golem demo`,
+golem/examples/broken-calculator), or, offered only the reading tools (`golem ask`), the one
+that answers a question about `examples/notes`.
 """
 
 from __future__ import annotations
 
+import os
+from importlib import resources
 from typing import Any
 
 from golem.llm.types import Message, Request, Response, ToolCall, Usage
@@ -45,6 +48,32 @@ NOTES_ASK: list[Turn] = [
             "60 requests per minute per client: `rate_limit = 60` in config/defaults.toml "
             "(line 8), where 0 turns rate limiting off."},
 ]
+
+
+EXAMPLE = "broken-calculator"
+
+
+def copy_example(target: str) -> str:
+    """Copy the bundled broken calculator into `target` (a new directory) and return it.
+    Read through importlib.resources, so it works from an installed copy and from the .pyz."""
+    source = resources.files("golem").joinpath("examples", EXAMPLE)
+    if not source.is_dir():
+        raise FileNotFoundError(f"the bundled example {EXAMPLE} is missing from this golem")
+    os.mkdir(target, 0o755)
+    pending = [(source, target)]
+    while pending:
+        folder, into = pending.pop()
+        for item in sorted(folder.iterdir(), key=lambda i: i.name):
+            if item.name == "__pycache__" or item.name.endswith((".pyc", ".pyo")):
+                continue
+            path = os.path.join(into, item.name)
+            if item.is_dir():
+                os.mkdir(path, 0o755)
+                pending.append((item, path))
+            else:
+                with open(path, "xb") as handle:
+                    handle.write(item.read_bytes())
+    return target
 
 
 def _estimate_tokens(text: str) -> int:

@@ -16,6 +16,8 @@ import unittest
 from golem.cli import main
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the example `golem demo` fixes, shipped inside the package
+CALCULATOR = os.path.join(REPO_ROOT, "golem", "examples", "broken-calculator")
 TEST_CMD = "python3 -m unittest discover -s tests"
 
 BUGGY_CALC = "def add(a, b):\n    return a - b\n"

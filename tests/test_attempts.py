@@ -170,8 +170,9 @@ class AttemptsCase(GolemCase):
 class ChooseTest(AttemptsCase):
     def test_the_verified_attempt_is_chosen_applied_and_undoable(self):
         repo = make_repo(self.tmp, FILES)
+        busy = Reply({"error": {"message": "busy"}}, 429, headers={"Retry-After": "0"})
         server = self.serve_models(cheat=script(WEAKEN), half=script(FIX_ADD),
-                                   fixer=script(FIX_ADD, FIX_MUL))
+                                   fixer=[busy] + script(FIX_ADD, FIX_MUL))
         code, report, err = self.attempts(repo, server, "-attempts", "3",
                                           "-models", "cheat,half,fixer", "-jobs", "3")
         self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
@@ -191,6 +192,17 @@ class ChooseTest(AttemptsCase):
         events = read_trace(self.trace)
         tagged = {e.get("attempt") for e in events if e["event"] == "tool_call"}
         self.assertEqual(tagged, {1, 2, 3})
+        # a provider retry inside an attempt keeps its own count as `try`
+        retry = [e for e in events if e["event"] == "retry"]
+        self.assertEqual([(e["attempt"], e["try"]) for e in retry], [(3, 1)])
+        # the report: the attempts side by side, the chosen first; a timeline for each
+        page = os.path.join(self.tmp, "report.html")
+        self.assertEqual(run_cli(["trace", self.trace, "-html", page])[0], 0)
+        with open(page, encoding="utf-8") as handle:
+            html = handle.read()
+        self.assertLess(html.index("attempt 3 (chosen): fixer"), html.index("attempt 1: cheat"))
+        self.assertLess(html.index("Timeline of attempt 3"), html.index("Timeline of attempt 1"))
+        self.assertEqual(html.count("<section>"), 1)
         code, out, err = run_cli(["undo", "-dir", repo])
         self.assertEqual(code, 0, err)
         self.assertEqual(self.read(repo, "calc.py"), CALC)

@@ -170,10 +170,11 @@ class TraceCommandTest(GolemCase):
         self.assertEqual(code, 0, err)
         code, shown, trace_err = run_cli(["trace", self.trace])
         self.assertEqual(code, 0, trace_err)
-        self.assertEqual(shown, err)
+        # stderr as it was, then the verdict where stdout had it, once
+        self.assertEqual(shown, err + out)
         self.assertIn("edit_file", shown)
-        self.assertIn("verdict", shown)
-        self.assertIn("VERIFIED", shown)
+        self.assertIn(" calc.py |    2 +-", shown)
+        self.assertEqual(shown.count("VERIFIED"), 1)
 
     def test_missing_trace_file(self):
         missing = os.path.join(self.tmp, "nope.jsonl")

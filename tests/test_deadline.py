@@ -82,16 +82,17 @@ class WholeRun(GolemCase):
             code, out, err, report = self.fix(repo, _Base(base), "-provider", name,
                                               "-wall", "2s", env=env)
             took = time.monotonic() - started
-        return code, err, report, took
+        return code, out, err, report, took
 
     def check(self, name: str, mode: str):
-        code, err, report, took = self.fix_against(name, mode)
+        code, out, err, report, took = self.fix_against(name, mode)
         self.assertLess(took, RUN_BOUND, err)
         self.assertEqual(code, 1, err)
         self.assertEqual(report["stop"], "wall")
         self.assertEqual(report["verdict"], "FAILED")
         self.assertIn("wall-clock budget ran out during the model call", report["error"])
-        self.assertEqual(err.splitlines()[-1], ". verdict [summary=" + report["summary"] + "]")
+        self.assertEqual(out.splitlines()[-2], report["summary"])     # the verdict, once
+        self.assertNotIn(report["summary"], err)
         end = [e for e in read_trace(self.trace) if e["event"] == "run_end"]
         self.assertEqual([e["stop"] for e in end], ["wall"])
 

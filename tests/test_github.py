@@ -8,8 +8,9 @@ from io import StringIO
 from unittest import mock
 
 from golem.cli import main
+from tests import fixtures
 
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "broken-calculator")
+EXAMPLE = fixtures.CALCULATOR
 
 
 class GitHubOutputTest(unittest.TestCase):
@@ -19,11 +20,15 @@ class GitHubOutputTest(unittest.TestCase):
         self.summary = os.path.join(self.tmp, "summary.md")
 
     def fix(self, repo: str, **env) -> tuple[int, str]:
-        out = StringIO()
+        """(exit code, stderr + stdout): annotations go to stderr, so they reach the job
+        log however stdout is redirected."""
+        out, err = StringIO(), StringIO()
         env = {"GOLEM_STATE_DIR": os.path.join(self.tmp, "state"), **env}
-        with mock.patch.dict(os.environ, env), redirect_stdout(out), redirect_stderr(StringIO()):
+        with mock.patch.dict(os.environ, env), redirect_stdout(out), redirect_stderr(err):
             code = main(["fix", "-dir", repo, "-provider", "demo", "-json"])
-        return code, out.getvalue()
+        self.stdout = out.getvalue()
+        self.assertNotIn("::error", self.stdout)    # stdout holds only the result
+        return code, err.getvalue() + out.getvalue()
 
     def copy(self, name: str) -> str:
         repo = os.path.join(self.tmp, name)
@@ -57,6 +62,30 @@ class GitHubOutputTest(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertIn("::error title=golem: test still failing::test_core.PowerTest.test_square",
                       out)
+
+    def test_result_file_leaves_stdout_to_the_job_log(self):
+        repo = self.copy("d")
+        with open(os.path.join(repo, "calculator", "core.py")) as handle:
+            source = handle.read()
+        with open(os.path.join(repo, "calculator", "core.py"), "w") as handle:
+            handle.write(source.replace("range(exponent - 1)", "range(exponent  - 1)"))
+        result = os.path.join(self.tmp, "out", "result.json")
+        os.makedirs(os.path.dirname(result))
+        out, err = StringIO(), StringIO()
+        env = {"GOLEM_STATE_DIR": os.path.join(self.tmp, "state"), "GITHUB_ACTIONS": "true",
+               "GITHUB_STEP_SUMMARY": self.summary}
+        with mock.patch.dict(os.environ, env), redirect_stdout(out), redirect_stderr(err):
+            code = main(["fix", "-dir", repo, "-provider", "demo", "-result", result])
+        self.assertEqual(code, 1)
+        # stdout: the verdict line alone; the annotations went to stderr, the log
+        self.assertEqual(len(out.getvalue().splitlines()), 1)
+        self.assertTrue(out.getvalue().startswith("FAILED"))
+        self.assertIn("::error title=golem: test still failing::", err.getvalue())
+        with open(result, encoding="utf-8") as handle:
+            report = json.load(handle)
+        self.assertEqual(report["verdict"], "FAILED")
+        self.assertEqual(report["summary"], out.getvalue().strip())
+        self.assertEqual(os.listdir(os.path.dirname(result)), ["result.json"])
 
     def test_annotation_data_cannot_inject_a_workflow_command(self):
         from golem.workflow.github import annotate

@@ -16,11 +16,12 @@ import unittest
 
 from golem.demo import CALCULATOR_FIX
 from golem.llm.recording import Recorder, Replayer, differences, first_difference
+from tests import fixtures
 from tests.fixtures import (AMBIENT, REPO_ROOT, TEST_CMD, GolemCase, last_json, make_repo,
                             read_trace, run_cli)
 from tests.provider_server import ProviderServer, Reply, chat
 
-EXAMPLE = os.path.join(REPO_ROOT, "examples", "broken-calculator")
+EXAMPLE = fixtures.CALCULATOR
 FIXTURE = os.path.join(REPO_ROOT, "tests", "fixtures", "calculator.record.jsonl")
 KEY = "sk-rec-SECRET-0123456789abcdef"
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050}

@@ -198,7 +198,7 @@ class RepeatTest(GolemCase):
     def test_negative_repeat_is_a_usage_error(self):
         code, out, err = run_cli(["fix", "-dir", self.tmp, "-provider", "demo", "-repeat", "-1"])
         self.assertEqual(code, 2)
-        self.assertIn("-repeat must be 0", err)
+        self.assertIn("-repeat: give 0 or more", err)
 
 
 class VerifyRepeatTest(GolemCase):

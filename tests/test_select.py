@@ -6,8 +6,9 @@ import unittest
 from golem.llm.types import ToolCall
 from golem.tools import Context, default_registry, process
 from golem.tools.workspace import Workspace
+from tests import fixtures
 
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "broken-calculator")
+EXAMPLE = fixtures.CALCULATOR
 
 
 class RunTestsSelectTest(unittest.TestCase):

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from html.parser import HTMLParser
 
+from tests import fixtures
 from tests.fixtures import REPO_ROOT, GolemCase, read, read_trace, run_cli
 
-CALCULATOR = os.path.join(REPO_ROOT, "examples", "broken-calculator")
+CALCULATOR = fixtures.CALCULATOR
 NOTES = os.path.join(REPO_ROOT, "examples", "notes")
 PLANTED = "<script>alert(1)</script>"
+BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
 # Tags that make a browser fetch or run something.
 FETCHING = {"script", "link", "img", "iframe", "object", "embed", "source", "video", "audio",
             "base", "form"}
@@ -89,6 +92,58 @@ class RecordedRunTest(GolemCase):
         for fact in ("demo", "tool calls", "tokens", "elapsed", "answered", "step 7"):
             self.assertIn(fact, page)
         assertSelfContained(self, page)
+
+    def test_page_has_the_diff_the_test_table_the_date_and_durations(self):
+        page = self.render()
+        # the unified diff of the allowed change, coloured line by line
+        self.assertIn("<h2>The allowed changes</h2>", page)
+        self.assertIn("<span class=head>diff --git a/calculator/core.py b/calculator/core.py"
+                      "</span>", page)
+        self.assertIn("<span class=del>-    return sum(values) / (len(values) - 1)</span>",
+                      page)
+        self.assertIn("<span class=add>+    return sum(values) / len(values)</span>", page)
+        self.assertNotIn("old_string&quot;: &quot;return sum", page.split("<h2>Timeline")[0])
+        # every test before and after, the changed ones first and marked
+        outcomes = [e for e in self.events if e["event"] == "outcomes"][-1]
+        self.assertEqual(len(outcomes["before"]), 10)
+        table = page.split("<table class=tests>", 1)[1].split("</table>", 1)[0]
+        rows = table.split("<tr")[2:]
+        self.assertEqual(len(rows), 10)
+        changed = [r for r in rows if r.startswith(" class=changed")]
+        self.assertEqual(len(changed), 3)
+        self.assertEqual(rows[:3], changed)
+        for test_id, before in outcomes["before"].items():
+            self.assertIn(f"<code>{test_id}</code>", table)
+        self.assertIn("<td class=add>passed</td>", changed[0])
+        # when, and how long each part took
+        start = [e for e in self.events if e["event"] == "run_start"][0]
+        self.assertIn(start["time"][:10], page)
+        for part in ("baseline", "agent", "verification"):
+            self.assertRegex(page, rf"{part} \d+(\.\d+)?m?s")
+        # the baseline was broken, so its output is there to read
+        self.assertIn("the baseline's output", page)
+        self.assertIn("ZeroDivisionError", page)
+        self.assertNotIn("; evidence: None", page)
+        assertSelfContained(self, page)
+
+    def test_a_real_browser_renders_the_page(self):
+        browser = next(filter(None, map(shutil.which, BROWSERS)), None)
+        if browser is None:
+            self.skipTest(f"no headless browser here ({', '.join(BROWSERS)})")
+        page = self.render()
+        shot = os.path.join(self.tmp, "report.png")
+        done = subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             f"--user-data-dir={os.path.join(self.tmp, 'profile')}", "--window-size=1200,2000",
+             f"--screenshot={shot}", "file://" + self.out],
+            cwd=self.tmp, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "HOME": self.tmp})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(shot, "rb") as handle:
+            png = handle.read()
+        self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertGreater(len(png), 20_000)    # a page with text, not a blank one
+        self.assertIn("VERIFIED", page)
 
     def test_console_stream_unchanged_without_html(self):
         code, out, err = run_cli(["trace", self.trace])

@@ -204,4 +204,4 @@ def _usage(raw: Any) -> Usage:
     written = count(raw.get("cache_creation_input_tokens"))
     # Anthropic reports cached input apart from input_tokens; golem's prompt is all of it.
     return Usage(prompt=fresh + read + written, completion=count(raw.get("output_tokens")),
-                 cached=read, cost=None)
+                 cached=read, cost=None, written=written)

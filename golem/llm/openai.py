@@ -222,9 +222,12 @@ def _usage(raw: Any) -> Usage:
         cached = raw.get("cached_tokens")
     if not _is_number(cached):
         cached = raw.get("prompt_cache_hit_tokens")
+    written = details.get("cache_write_tokens") if isinstance(details, dict) else None
+    if not _is_number(written):
+        written = raw.get("cache_write_tokens")     # OpenRouter
     return Usage(prompt=count(raw.get("prompt_tokens")),
                  completion=count(raw.get("completion_tokens")),
-                 cached=count(cached), cost=dollars(raw.get("cost")))
+                 cached=count(cached), cost=dollars(raw.get("cost")), written=count(written))
 
 
 def _is_number(value: Any) -> bool:

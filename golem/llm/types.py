@@ -85,12 +85,14 @@ class Message:
 
 @dataclass
 class Usage:
-    """Tokens and dollars for one or more model calls. `cost` is None when nobody reported it."""
+    """Tokens and dollars for one or more model calls. `cost` is None when nobody reported it;
+    `cached` and `written` are the prompt tokens read from and written to the prompt cache."""
 
     prompt: int = 0
     completion: int = 0
     cached: int = 0
     cost: float | None = None
+    written: int = 0
 
     @property
     def total(self) -> int:
@@ -107,7 +109,7 @@ class Usage:
         else:
             cost = (self.cost or 0.0) + (other.cost or 0.0)
         return Usage(self.prompt + other.prompt, self.completion + other.completion,
-                     self.cached + other.cached, cost)
+                     self.cached + other.cached, cost, self.written + other.written)
 
 
 @dataclass

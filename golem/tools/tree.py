@@ -345,8 +345,8 @@ class Writer:
                 while view:
                     view = view[os.write(out, view):]
             os.fchmod(out, stat.S_IMODE(mode))
-            os.close(out)
-            out = -1
+            closing, out = out, -1      # never closed twice (see write_output)
+            os.close(closing)
             old = lstat_at(fd, name)
             if old is not None and stat.S_ISDIR(old.st_mode):
                 remove_at(fd, name)
@@ -443,8 +443,10 @@ def write_output(path: str, text: str) -> None:
         while view:
             view = view[os.write(out, view):]
         os.fsync(out)
-        os.close(out)
-        out = -1
+        # forgotten before it is closed: an exception raised by a signal handler just after
+        # the close must not make the cleanup close it (or a descriptor reusing it) again
+        closing, out = out, -1
+        os.close(closing)
         os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
     except BaseException:
         if out >= 0:

@@ -16,7 +16,7 @@ from typing import Any, Iterable, TextIO
 
 from golem.errors import UsageError
 from golem.outgoing import REDACTED, clip, finite, redact, redact_value
-from golem.trace.console import Console
+from golem.trace.console import Console, Style
 from golem.trace.text import printable
 
 __all__ = ["REDACTED", "Trace", "read_events", "redact", "render", "null_trace",
@@ -45,6 +45,9 @@ def render(record: dict[str, Any]) -> str | None:
     step = record.get("step", "")
     if event == "request":
         return f"{step} > asking model [messages={record.get('messages')}]"
+    if event == "response" and str(record.get("content") or "").strip():
+        return "\n".join(f"{step} : {line}" for line in
+                         str(record["content"]).strip("\n").splitlines())
     if event == "tool_call":
         return f"{step} | {record.get('name')} [args={_compact(record.get('arguments', {}))}]"
     if event == "tool_result" and record.get("error"):
@@ -53,7 +56,8 @@ def render(record: dict[str, Any]) -> str | None:
     if event == "retry":
         wait = _number(record.get("wait"))
         return (f"  ~ provider retry [status={record.get('status')} wait={wait:.1f}s"
-                f" attempt={record.get('attempt')}/{record.get('max_attempts')}"
+                f" attempt={record.get('try', record.get('attempt'))}/"
+                f"{record.get('max_attempts')}"
                 f" error={_compact(record.get('error', ''), 80)}]")
     if event == "run_end":
         ms = round(1000 * _number(record.get("elapsed_s")))
@@ -115,12 +119,12 @@ class Trace:
     """Writes events to a JSONL file (optional) and renders them on a console stream (optional)."""
 
     def __init__(self, path: str | None = None, console: TextIO | None = None,
-                 secrets: Iterable[str] = ()):
+                 secrets: Iterable[str] = (), style: Style | None = None):
         self.path = path
         self.console = console
         self.secrets = [s for s in secrets if s]
         self.end: dict[str, Any] | None = None     # the last run_end event, as written
-        self._console = Console(console) if console is not None else None
+        self._console = Console(console, style) if console is not None else None
         self._lock = threading.RLock()              # attempts emit from threads of their own
         # backslashreplace: a lone surrogate from a model reply must not crash the run
         from golem.tools.tree import open_append    # golem.tools imports this module
@@ -187,6 +191,8 @@ class Tagged:
         self.end: dict[str, Any] | None = None
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
+        if "attempt" in fields:     # a provider retry's own count becomes `try`
+            fields["try"] = fields.pop("attempt")
         record = self.trace.emit(event, attempt=self.attempt, **fields)
         if event == "run_end":
             self.end = record

@@ -1,22 +1,46 @@
-"""The console side of the trace: colour and a live budget line, on a terminal only.
+"""The console side of the trace: what a person watching a run sees.
 
-Pipes, files and CI logs get the plain lines and nothing else: no escape codes and no
-carriage returns. On a terminal, lines are coloured (unless NO_COLOR is set) and one status
-line (steps, tokens, dollars, elapsed) is redrawn in place below them; it is erased before
-each normal line and when the run ends, so it never ends up between the lines a person reads.
+Pipes, files and CI logs get plain lines and nothing else: no escape codes, no carriage
+returns. On a terminal the lines are coloured (`-color`, NO_COLOR, FORCE_COLOR) and cut to
+its width, the model's own words between tool calls are shown dimmed, and one status line
+(steps, tokens, dollars, elapsed, and what is happening now: the baseline, a model call, a
+command, the verification) is redrawn in place below them every second, erased before each
+normal line and at the end, so it never lands between the lines a person reads. At the end
+come the diff stat and the diff of the allowed changes, coloured; the verdict itself is the
+result on stdout, printed once.
+
+`-quiet` shows nothing here (the result and errors still appear); `-verbose` adds the first
+lines of every tool result and shows the model's texts and the diff whole.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any, TextIO
 
-DIM, YELLOW, GREEN, RED, BOLD, RESET = "\x1b[2m", "\x1b[33m", "\x1b[32m", "\x1b[31m", \
-    "\x1b[1m", "\x1b[0m"
+from golem.trace.text import printable
+
+DIM, YELLOW, GREEN, RED, BOLD, CYAN, RESET = "\x1b[2m", "\x1b[33m", "\x1b[32m", "\x1b[31m", \
+    "\x1b[1m", "\x1b[36m", "\x1b[0m"
 CLEAR = "\r\x1b[K"      # back to the start of the line and erase it
 GOOD = ("VERIFIED", "ALREADY_GREEN")
 BAD = ("FAILED", "REJECTED")
+TEXT_LINES = 3          # lines of the model's text shown between tool calls
+DIFF_LINES = 120        # lines of the diff shown at the end (-verbose: all)
+RESULT_LINES = 6        # lines of a tool result shown with -verbose
+TICK = 1.0              # seconds between redraws of the status line
+
+
+@dataclass(frozen=True)
+class Style:
+    """How much the console shows: `color` is auto, always or never."""
+
+    color: str = "auto"
+    quiet: bool = False
+    verbose: bool = False
 
 
 def is_terminal(stream: TextIO) -> bool:
@@ -28,12 +52,21 @@ def is_terminal(stream: TextIO) -> bool:
     return tty and os.environ.get("TERM") != "dumb"
 
 
-def wants_color(stream: TextIO) -> bool:
-    """Colour on a terminal, unless the user set NO_COLOR (https://no-color.org)."""
-    return is_terminal(stream) and not os.environ.get("NO_COLOR")
+def wants_color(stream: TextIO, style: Style | None = None) -> bool:
+    """Colour: always, never, or (auto) on a terminal unless NO_COLOR is set
+    (https://no-color.org); FORCE_COLOR asks for it anywhere."""
+    choice = (style or Style()).color
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    force = os.environ.get("FORCE_COLOR")
+    if force is not None and force not in ("", "0", "false"):
+        return True
+    return is_terminal(stream)
 
 
-def _width(stream: TextIO) -> int:
+def width_of(stream: TextIO) -> int:
     try:
         columns = os.get_terminal_size(stream.fileno()).columns
     except (AttributeError, OSError, ValueError):
@@ -42,10 +75,15 @@ def _width(stream: TextIO) -> int:
     return max(20, columns - 1) if columns > 0 else 79
 
 
+def cut(text: str, width: int) -> str:
+    """`text` cut to `width` columns, with an ellipsis where it was cut."""
+    return text if len(text) <= width else text[:max(width - 1, 1)] + "…"
+
+
 def color_of(record: dict[str, Any]) -> str | None:
     """The colour for one event's line, or None for the terminal's own."""
     event = record.get("event")
-    if event == "request":
+    if event in ("request", "response"):
         return DIM
     if event == "tool_result" and record.get("error"):
         return YELLOW
@@ -59,6 +97,26 @@ def color_of(record: dict[str, Any]) -> str | None:
     return None
 
 
+def diff_color(line: str) -> str | None:
+    if line.startswith(("+++", "---", "diff --git")):
+        return BOLD
+    if line.startswith("@@"):
+        return CYAN
+    if line.startswith("+"):
+        return GREEN
+    if line.startswith("-"):
+        return RED
+    return None
+
+
+def verdict_line(line: str, verdict: str | None, stream: TextIO, style: Style | None) -> str:
+    """The result line for stdout, coloured by its verdict when colour is on there."""
+    if verdict is None or not wants_color(stream, style):
+        return line
+    color = GREEN if verdict in GOOD else RED if verdict in BAD else BOLD
+    return f"{color}{line}{RESET}"
+
+
 def _limit(value: float, limit: float, fmt: str, limit_fmt: str = "") -> str:
     return fmt.format(value) + (("/" + (limit_fmt or fmt).format(limit)) if limit else "")
 
@@ -68,54 +126,190 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
+# what is happening after each event, for the status line (None: nothing in particular)
+def _activity(record: dict[str, Any]) -> str | None:
+    event = record.get("event")
+    if event == "phase":
+        return str(record.get("name"))
+    if event == "request":
+        return "model"
+    if event == "tool_call":
+        return str(record.get("name"))
+    return None
+
+
 class Console:
     """Writes rendered lines to a stream; on a terminal, adds colour and the status line."""
 
-    def __init__(self, stream: TextIO):
+    def __init__(self, stream: TextIO, style: Style | None = None, replay: bool = False):
         self.stream = stream
-        self.live = is_terminal(stream)
-        self.color = wants_color(stream)
+        self.style = style or Style()
+        self.replay = replay            # `golem trace FILE`: the verdict line too, no status
+        self.live = is_terminal(stream) and not self.style.quiet and not replay
+        self.color = wants_color(stream, self.style)
+        self._lock = threading.RLock()
         self._shown = False
         self._running = False
         self._started = 0.0
         self._budget: dict[str, Any] = {}
         self._steps = self._tokens = 0
         self._cost = 0.0
+        self._doing: str | None = None
+        self._since = time.monotonic()
+        self._attempts: dict[int, tuple[str, float]] = {}     # attempt -> doing, since
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    # -- lines
 
     def show(self, record: dict[str, Any], text: str | None) -> None:
-        """Print one event's line (text may be None), then redraw the status line."""
-        self._count(record)
-        if text is None and not self.live:
+        """Print one event's lines (text may be None), then redraw the status line."""
+        if self.style.quiet:
             return
+        with self._lock:
+            self._count(record)
+            lines = self._lines(record, text)
+            if not lines and not self.live:
+                return
+            out = []
+            if self._shown:
+                out.append(CLEAR)
+                self._shown = False
+            out += lines
+            if self.live and self._doing is not None:
+                out.append(self.status())
+                self._shown = True
+                self._tick()
+            self._write("".join(out))
+
+    def _lines(self, record: dict[str, Any], text: str | None) -> list[str]:
+        event = record.get("event")
+        if event == "verdict":
+            # the verdict is the result on stdout, printed once, there; a replay shows it
+            # where stdout had it, last
+            return [f"{record.get('summary')}\n"] if self.replay else []
+        if event == "diff":
+            return self._diff(record)
+        if event == "response":
+            text = self._model_text(record, text)
+        if event == "tool_result" and self.style.verbose and not record.get("error"):
+            text = self._result(record)
+        if text is None:
+            return []
+        color = color_of(record) if self.color else None
         out = []
-        if self._shown:
-            out.append(CLEAR)
-            self._shown = False
-        if text is not None:
-            color = color_of(record) if self.color else None
-            out.append(f"{color}{text}{RESET}\n" if color else text + "\n")
-        if self.live and self._running:
-            out.append(self.status())
-            self._shown = True
-        self._write("".join(out))
+        for line in text.split("\n"):
+            if self.live and not self.style.verbose:
+                line = cut(line, width_of(self.stream))
+            out.append(f"{color}{line}{RESET}\n" if color else line + "\n")
+        return out
+
+    def _model_text(self, record: dict[str, Any], text: str | None) -> str | None:
+        if text is None or self.style.verbose:
+            return text
+        lines = text.split("\n")
+        more = len(lines) - TEXT_LINES
+        if more > 0:
+            lines = lines[:TEXT_LINES] + [f"{' ' * len(str(record.get('step', '')))} : "
+                                          f"... {more} more line(s) (-verbose shows them)"]
+        width = width_of(self.stream) if self.live else 160
+        return "\n".join(cut(line, width) for line in lines)
+
+    def _result(self, record: dict[str, Any]) -> str | None:
+        content = printable(str(record.get("content", ""))).rstrip("\n")
+        if not content:
+            return None
+        lines = content.split("\n")
+        shown = [f"{record.get('step', '')} = {line}" for line in lines[:RESULT_LINES]]
+        if len(lines) > RESULT_LINES:
+            shown.append(f"{record.get('step', '')} = ... {len(lines) - RESULT_LINES} more "
+                         "line(s)")
+        return "\n".join(shown)
+
+    def _diff(self, record: dict[str, Any]) -> list[str]:
+        stat = record.get("stat") if isinstance(record.get("stat"), dict) else {}
+        if not stat:
+            return []
+        # file names and lines from the repository: shown, never acted on by a terminal
+        stat = {printable(str(path), newlines=False): counts for path, counts in stat.items()}
+        out = []
+        width = max(len(path) for path in stat)
+        added = removed = 0
+        for path, counts in sorted(stat.items()):
+            plus, minus = (int(counts[0]), int(counts[1])) if isinstance(counts, list) \
+                and len(counts) == 2 else (0, 0)
+            added, removed = added + plus, removed + minus
+            bar = ("+" * min(plus, 30), "-" * min(minus, 30))
+            if self.color:
+                bar = (f"{GREEN}{bar[0]}{RESET}" if bar[0] else "",
+                       f"{RED}{bar[1]}{RESET}" if bar[1] else "")
+            out.append(f" {path.ljust(width)} | {plus + minus:>4} {bar[0]}{bar[1]}\n")
+        out.append(f" {len(stat)} file(s) changed, {added} insertion(s)(+), {removed} "
+                   f"deletion(s)(-)\n")
+        lines = printable(str(record.get("text") or "")).split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        limit = len(lines) if self.style.verbose else DIFF_LINES
+        for line in lines[:limit]:
+            if self.live and not self.style.verbose:
+                line = cut(line, width_of(self.stream))
+            color = diff_color(line) if self.color else None
+            out.append(f"{color}{line}{RESET}\n" if color else line + "\n")
+        if len(lines) > limit:
+            out.append(f"... {len(lines) - limit} more diff line(s) (-verbose shows them all; "
+                       "-patch FILE writes the diff)\n")
+        if record.get("truncated"):
+            out.append("... the diff was cut short; -patch FILE writes it whole\n")
+        return out
+
+    # -- the status line
 
     def status(self) -> str:
-        """The live budget line: steps, tokens, dollars and elapsed, each against its limit."""
-        budget = self._budget
-        elapsed = time.monotonic() - self._started
-        line = (f"[step {_limit(self._steps, budget.get('steps') or 0, '{:.0f}')}"
-                f" | tokens {_limit(self._tokens, budget.get('tokens') or 0, '{:,.0f}')}"
-                f" | ${_limit(self._cost, budget.get('cost') or 0, '{:.4f}', '{:.2f}')}"
-                f" | {_clock(elapsed)}"
-                + (f"/{_clock(budget['wall_s'])}" if budget.get("wall_s") else "") + "]")
-        line = line[:_width(self.stream)]
+        """The live line: what is happening now and for how long (first, so a narrow
+        terminal still shows it), then steps, tokens, dollars and elapsed against their
+        limits."""
+        now = time.monotonic()
+        doing = f"{self._doing} {_clock(now - self._since)}"
+        if self._attempts:      # one part per attempt: `1 thinking 3s | 2 FAILED | ...`
+            doing = " | ".join(
+                f"{n} {what}" + ("" if what.isupper() else f" {_clock(now - since)}")
+                for n, (what, since) in sorted(self._attempts.items()))
+        if self._running:
+            budget = self._budget
+            elapsed = now - self._started
+            line = (f"[{doing} | step {_limit(self._steps, budget.get('steps') or 0, '{:.0f}')}"
+                    f" | tokens {_limit(self._tokens, budget.get('tokens') or 0, '{:,.0f}')}"
+                    f" | ${_limit(self._cost, budget.get('cost') or 0, '{:.4f}', '{:.2f}')}"
+                    f" | {_clock(elapsed)}"
+                    + (f"/{_clock(budget['wall_s'])}" if budget.get("wall_s") else "")
+                    + "]")
+        else:
+            line = f"[{doing}]"
+        line = cut(line, width_of(self.stream))
         return f"{DIM}{line}{RESET}" if self.color else line
 
+    def _tick(self) -> None:
+        """Start the thread that redraws the status line every second, once."""
+        if self._ticker is None:
+            self._ticker = threading.Thread(target=self._ticking, name="golem-status",
+                                            daemon=True)
+            self._ticker.start()
+
+    def _ticking(self) -> None:
+        while not self._stop.wait(TICK):
+            with self._lock:
+                if self._shown and self._doing is not None:
+                    self._write(CLEAR + self.status())
+
     def close(self) -> None:
-        """Erase the status line, so whatever is printed next starts on a clean line."""
-        if self._shown:
-            self._shown = False
-            self._write(CLEAR)
+        """Stop the ticking and erase the status line, so what follows starts clean."""
+        self._stop.set()
+        if self._ticker is not None and self._ticker is not threading.current_thread():
+            self._ticker.join(timeout=2 * TICK)
+        with self._lock:
+            if self._shown:
+                self._shown = False
+                self._write(CLEAR)
 
     def _count(self, record: dict[str, Any]) -> None:
         try:
@@ -125,6 +319,16 @@ class Console:
 
     def _tally(self, record: dict[str, Any]) -> None:
         event = record.get("event")
+        if isinstance(record.get("attempt"), int):
+            self._tally_attempt(record)
+            return
+        doing = _activity(record)
+        if doing is not None:
+            self._doing, self._since = doing, time.monotonic()
+        elif event in ("tool_result", "baseline", "verification", "new tests", "run_end",
+                       "verdict"):
+            self._doing = "thinking" if event == "tool_result" else None
+            self._since = time.monotonic()
         if event == "run_start":
             self._running, self._started = True, time.monotonic()
             self._budget = record.get("budget") or {}
@@ -138,6 +342,18 @@ class Console:
             self._cost += float(usage.get("cost") or 0.0)
         elif event == "run_end":
             self._running = False
+
+    def _tally_attempt(self, record: dict[str, Any]) -> None:
+        """One attempt among several: what it is doing, for its own part of the line."""
+        event, number = record.get("event"), record["attempt"]
+        doing = _activity(record)
+        if doing is None and event in ("tool_result", "run_end", "attempt"):
+            doing = {"tool_result": "thinking", "run_end": "verifying"}.get(
+                event, str(record.get("verdict") or "done"))
+        if doing is not None:
+            self._attempts[number] = (doing, time.monotonic())
+            if self._doing is None:
+                self._doing, self._since = "attempts", time.monotonic()
 
     def _write(self, text: str) -> None:
         if not text:

@@ -36,9 +36,14 @@ table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.25rem .6rem;
 .box{border:1px solid #ddd;border-radius:.3rem;padding:.5rem .8rem}
 .step{border-left:3px solid #0969da;padding:.2rem .8rem;margin:.8rem 0}
 .meta{color:#666;font-size:12.5px}.error{color:#9a6700;font-weight:600}
-.add{color:#1a7f37}.del{color:#cf222e}.hunk{color:#8250df}
+.add{color:#1a7f37}.del{color:#cf222e}.hunk{color:#8250df}.head{font-weight:600}
+pre .add{background:#e6ffec;display:inline-block;width:100%}
+pre .del{background:#ffebe9;display:inline-block;width:100%}
+table.tests td{font-size:12.5px}tr.changed{background:#fff8c5}
 ul.ids{margin:.2rem 0;padding-left:1.2rem;font-family:monospace;font-size:12.5px}
 summary{cursor:pointer}
+.attempts{display:grid;grid-template-columns:repeat(auto-fit,minmax(14rem,1fr));gap:1rem}
+.chosen{border:2px solid #1a7f37}
 """
 
 
@@ -51,9 +56,11 @@ def split_runs(events: list[Event]) -> list[list[Event]]:
     """One list per run: a trace file is appended to, so it may hold several."""
     runs: list[list[Event]] = [[]]
     for record in events:
-        kinds = {r["event"] for r in runs[-1]}
+        # an attempt's own events (tagged with its number) never end the run they are part of
+        kinds = {r["event"] for r in runs[-1] if "attempt" not in r}
         closed = "verdict" in kinds or ("run_end" in kinds and "baseline" not in kinds)
-        restart = "run_end" in kinds and record["event"] in ("baseline", "run_start")
+        restart = "run_end" in kinds and record["event"] in ("baseline", "run_start") and \
+            "attempt" not in record
         if runs[-1] and (closed or restart):
             runs.append([])
         runs[-1].append(record)
@@ -118,6 +125,21 @@ def _clock(value: float) -> str:
     return text or "0s"
 
 
+def _phases(run: list[Event]) -> list[tuple[str, float]]:
+    """How long the baseline, the agent and the verification took."""
+    found = []
+    for name, start, end in (("baseline", ("phase", "baseline"), ("baseline", None)),
+                             ("agent", ("run_start", None), ("run_end", None)),
+                             ("verification", ("phase", "verification"), ("verdict", None))):
+        first = next((r for r in run if r["event"] == start[0]
+                      and (start[1] is None or r.get("name") == start[1])), None)
+        last = _last(run, end[0])
+        took = _seconds(first, last) if first and last else None
+        if took is not None:
+            found.append((name, took))
+    return found
+
+
 def _header(run: list[Event]) -> str:
     verdict, end, start = _last(run, "verdict"), _last(run, "run_end"), _first(run, "run_start")
     if verdict:
@@ -128,6 +150,15 @@ def _header(run: list[Event]) -> str:
         name, summary = "INCOMPLETE", "the trace ends before the run did"
     out = [f"<h1><span class='verdict {e(name)}'>{e(name)}</span></h1><p>{e(summary)}</p>"]
     rows = []
+    began, ended = (run[0] if run else None), (run[-1] if run else None)
+    when = _time(began)
+    if when is not None:
+        total = _seconds(began, ended)
+        rows.append(("date", e(when.strftime("%Y-%m-%d %H:%M:%S %Z").strip())
+                     + (f" (took {e(_dur(total))} in all)" if total is not None else "")))
+    phases = _phases(run)
+    if phases:
+        rows.append(("durations", e(", ".join(f"{n} {_dur(t)}" for n, t in phases))))
     if start:
         budget = start.get("budget") or {}
         rows += [("provider", e(start.get("provider"))), ("model", e(start.get("model"))),
@@ -169,26 +200,86 @@ def _tests(run: list[Event]) -> str:
             cells.append(f"<div class=box><h3>{label}</h3><p>not run</p></div>")
             continue
         counts = record.get("counts")
-        counts_text = ", ".join(f"{e(n)} {e(k)}" for k, n in sorted(counts.items())) \
-            if isinstance(counts, dict) else "exit code only"
+        parts = [", ".join(f"{e(n)} {e(k)}" for k, n in sorted(counts.items()))
+                 if isinstance(counts, dict) else "exit code only"]
+        if record.get("evidence"):
+            parts.append(f"evidence: {e(record['evidence'])}")
+        meta = "; ".join(p for p in parts if p)
         cells.append(f"<div class=box><h3>{label}</h3><p>{e(record.get('summary'))}</p>"
-                     f"<p class=meta>{counts_text}; evidence: {e(record.get('evidence'))}</p>"
+                     + (f"<p class=meta>{meta}</p>" if meta else "")
                      + _ids("failing", record.get("failing")) + "</div>")
     verdict = _last(run, "verdict") or {}
     graded = "".join(_ids(title, verdict.get(key)) for key, title in (
         ("fixed", "fixed"), ("still_failing", "still failing"),
         ("newly_failing", "newly failing"), ("missing", "missing")))
-    return f"<h2>Tests</h2><div class=grid>{''.join(cells)}</div>{graded}"
+    return (f"<h2>Tests</h2><div class=grid>{''.join(cells)}</div>{graded}"
+            + _outcome_table(_last(run, "outcomes")) + _baseline_output(run))
 
 
 def _diff(text: str) -> str:
     rows = []
     for line in str(text).splitlines():
-        kind = "hunk" if line.startswith("@@") else "add" if line.startswith("+") and not \
-            line.startswith("+++") else "del" if line.startswith("-") and not \
-            line.startswith("---") else ""
+        kind = "hunk" if line.startswith("@@") else "head" if line.startswith(
+            ("+++", "---", "diff --git")) else "add" if line.startswith("+") else "del" \
+            if line.startswith("-") else ""
         rows.append(f"<span class={kind}>{e(line)}</span>" if kind else e(line))
     return "<pre>" + "\n".join(rows) + "</pre>"
+
+
+def _stat(stat: Any) -> str:
+    if not isinstance(stat, dict) or not stat:
+        return ""
+    rows = []
+    for path, counts in sorted(stat.items()):
+        plus, minus = counts if isinstance(counts, list) and len(counts) == 2 else ("?", "?")
+        rows.append(f"<tr><td><code>{e(path)}</code></td><td class=add>+{e(plus)}</td>"
+                    f"<td class=del>-{e(minus)}</td></tr>")
+    return "<table>" + "".join(rows) + "</table>"
+
+
+OUTCOME_CLASS = {"passed": "add", "failed": "del", "error": "del", "missing": "del"}
+
+
+def _outcome_table(record: Event | None) -> str:
+    """Every test with its outcome before and after the run, changed ones first."""
+    if not record:
+        return ""
+    before, after = record.get("before"), record.get("after")
+    if not isinstance(before, dict) and not isinstance(after, dict):
+        return ""
+    before = before if isinstance(before, dict) else {}
+    after = after if isinstance(after, dict) else None
+    ids = sorted(set(before) | set(after or {}))
+
+    def cell(value: Any) -> str:
+        text = "not run" if value is None else str(value)
+        kind = OUTCOME_CLASS.get(text, "")
+        return f"<td class={kind}>{e(text)}</td>" if kind else f"<td>{e(text)}</td>"
+    rows = []
+    for test in ids:
+        old = before.get(test)
+        new = after.get(test) if after is not None else None
+        changed = after is not None and old != new
+        rows.append((not changed, test, f"<tr{' class=changed' if changed else ''}>"
+                     f"<td><code>{e(test)}</code></td>{cell(old)}"
+                     f"{cell(new) if after is not None else '<td>-</td>'}</tr>"))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    took = []
+    for key, label in (("before_s", "before"), ("after_s", "after")):
+        if record.get(key) is not None:
+            took.append(f"{label} {_dur(record[key])}")
+    return (f"<details open><summary>every test, before and after ({len(ids)}; changed "
+            f"first{'; suite runs: ' + ', '.join(took) if took else ''})</summary>"
+            "<table class=tests><tr><th>test</th><th>before</th><th>after</th></tr>"
+            + "".join(r[2] for r in rows) + "</table></details>")
+
+
+def _baseline_output(run: list[Event]) -> str:
+    record = _last(run, "outcomes")
+    if not record or record.get("baseline_passed") or not record.get("baseline_output"):
+        return ""
+    return ("<details><summary>the baseline's output (the suite before the run)</summary>"
+            f"<pre>{e(record['baseline_output'])}</pre></details>")
 
 
 def _claim(run: list[Event]) -> str:
@@ -211,7 +302,14 @@ def _claim(run: list[Event]) -> str:
     out = ("<h2>The model's claim and golem's evidence</h2><div class=grid>"
            f"<div class=box><h3>the model said</h3><pre>{e(claimed) or '(nothing)'}</pre></div>"
            f"<div class=box><h3>golem found</h3>{''.join(evidence)}</div></div>")
-    if verdict and verdict.get("diff"):
+    diff = _last(run, "diff")
+    if diff and diff.get("text"):
+        out += f"<h2>The allowed changes</h2>{_stat(diff.get('stat'))}{_diff(diff['text'])}"
+        if diff.get("truncated"):
+            out += "<p class=meta>the diff was cut short in the trace; -patch writes it whole</p>"
+        for path in diff.get("held") or []:
+            out += f"<p class=error>left out (protected): {e(path)}</p>"
+    elif verdict and verdict.get("diff"):
         out += f"<h2>Diff</h2>{_diff(verdict['diff'])}"
     return out
 
@@ -265,14 +363,66 @@ def _timeline(run: list[Event]) -> str:
     return "".join(out)
 
 
+def _attempt_order(run: list[Event]) -> list[int]:
+    """The attempts of a `fix -attempts` run, the chosen one first, else in number order."""
+    numbers = sorted({r["attempt"] for r in run if isinstance(r.get("attempt"), int)})
+    chosen = (_last(run, "verdict") or {}).get("chosen")
+    return sorted(numbers, key=lambda n: (n != chosen, n))
+
+
+def _attempts(run: list[Event]) -> str:
+    """The attempts side by side, the chosen one first."""
+    verdict = _last(run, "verdict") or {}
+    items = verdict.get("attempts")
+    if not isinstance(items, list) or not items:
+        return ""
+    chosen = verdict.get("chosen")
+    items = sorted((i for i in items if isinstance(i, dict)),
+                   key=lambda i: (i.get("attempt") != chosen, str(i.get("attempt"))))
+    cards = []
+    for item in items:
+        name = item.get("verdict") or "none"
+        chose = item.get("attempt") == chosen
+        tokens = item.get("tokens") if isinstance(item.get("tokens"), dict) else {}
+        cost = item.get("cost")
+        dollars = f"${cost:.4f}" if isinstance(cost, (int, float)) else "$?"
+        protected = "".join(f"<p class=error>protected: {e(p.get('path'))}</p>"
+                            for p in item.get("protected_changes") or [] if isinstance(p, dict))
+        patch = f"<p class=meta>patch: {e(item.get('patch'))}</p>" if item.get("patch") else ""
+        cards.append(
+            f"<div class='box{' chosen' if chose else ''}'><h3>attempt {e(item.get('attempt'))}"
+            f"{' (chosen)' if chose else ''}: {e(item.get('model'))}</h3>"
+            f"<p><span class='verdict {e(name)}'>{e(name)}</span></p>"
+            f"<p>{e(item.get('summary'))}</p><p class=meta>stop {e(item.get('stop'))}; "
+            f"{e(item.get('steps'))} steps; {e(tokens.get('total', 0))} tokens; "
+            f"{e(dollars)}; {e(item.get('lines_changed'))} lines changed</p>"
+            f"{_stat(item.get('diffstat'))}{protected}{patch}</div>")
+    return f"<h2>Attempts</h2><div class=attempts>{''.join(cards)}</div>"
+
+
+def _timelines(run: list[Event]) -> str:
+    """The timeline; one per attempt (the chosen first) when the run had several."""
+    order = _attempt_order(run)
+    if not order:
+        return _timeline(run)
+    out = []
+    for number in order:
+        own = [r for r in run if r.get("attempt") == number or r["event"] == "run_start"]
+        body = _timeline(own)
+        if body:
+            out.append(body.replace("<h2>Timeline</h2>",
+                                    f"<h2>Timeline of attempt {number}</h2>", 1))
+    return "".join(out)
+
+
 def page(events: list[Event], source: str = "") -> str:
     """The whole HTML page for the events of one trace file."""
     runs = split_runs(events)
     sections = []
     for number, run in enumerate(runs, 1):
         title = f"<h2>Run {number} of {len(runs)}</h2>" if len(runs) > 1 else ""
-        sections.append(f"<section>{title}{_header(run)}{_tests(run)}{_claim(run)}"
-                        f"{_timeline(run)}</section>")
+        sections.append(f"<section>{title}{_header(run)}{_attempts(run)}{_tests(run)}"
+                        f"{_claim(run)}{_timelines(run)}</section>")
     verdict = _last(runs[-1], "verdict")
     name = (verdict or {}).get("verdict") or ((_last(runs[-1], "run_end") or {}).get("stop"))
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"

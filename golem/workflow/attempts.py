@@ -37,8 +37,8 @@ from golem.llm.types import Usage
 from golem.tools import default_registry, process, tree
 from golem.tools.workspace import Workspace
 from golem.trace import Trace
-from golem.workflow import runs
-from golem.workflow.fix import (UNSEALED, _tail, base_report, facts_for,
+from golem.workflow import present, runs
+from golem.workflow.fix import (UNSEALED, VERDICT_EXTRAS, _tail, base_report, facts_for,
                                 reserve_for_verification, resolved, write_output)
 from golem.workflow.patch import diffstat, file_diffs
 from golem.workflow.setup import Options, Setup
@@ -438,7 +438,7 @@ def _conclude(report: dict, attempts: list[Attempt], runner: Runner,
             verdict = dataclasses.replace(verdict, summary=verdict.summary + (
                 f" (attempt {winner.spec.index} of {len(attempts)}, {winner.spec.model}, "
                 f"chosen)"))
-            if applied.all:
+            if applied.all and options.undo_hint:
                 trace.emit("note", message=f"attempt {winner.spec.index} applied: "
                            f"`golem undo {report['run_id']}` puts the workspace back")
         if options.patch:
@@ -455,10 +455,14 @@ def _conclude(report: dict, attempts: list[Attempt], runner: Runner,
                           verdict.protected)
         report["changed_files"] = []
     report.update(exit_code=verdict.exit_code, **verdict.fields())
+    present.emit_diff(trace, pick.diffs)
+    present.emit_outcomes(trace, runner.baseline.result, grading.after)
     if not setup.sealed:
         trace.emit("note", message=UNSEALED)
-    trace.emit("verdict", **verdict.fields(), attempts=report["attempts"],
-               chosen=report["chosen"], sealed=setup.sealed)
+    extras = {key: report.get(key) for key in VERDICT_EXTRAS}
+    extras["sealed"] = setup.sealed
+    trace.emit("verdict", **verdict.fields(), **extras, attempts=report["attempts"],
+               chosen=report["chosen"])
     return report
 
 

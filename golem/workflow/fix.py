@@ -19,7 +19,7 @@ from golem.errors import interrupted
 from golem.llm import Provider, preflight
 from golem.tools import default_registry, process, tree
 from golem.trace import Trace
-from golem.workflow import runs
+from golem.workflow import present, runs
 from golem.workflow.patch import diffstat, file_diffs
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import agent_scratch, grade, rebuild, run_baseline
@@ -96,6 +96,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
     with Setup(options, trace) as setup:
         root = setup.workspace.root
         patch_path = resolved(options.patch)
+        trace.emit("phase", name="baseline")
         baseline = run_baseline(setup.verifier, setup.command, root,
                                 cache=lambda interp: runs.cache_for(interp, root))
         setup.keep(baseline.phase)
@@ -108,7 +109,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
 
         run_id, run_dir = runs.new_run(root)
-        snap = Snapshot.take(root, run_dir)
+        snap = Snapshot.take(root, run_dir, runs.store_dir())
         runs.record_root(run_dir, snap.root_id)
         phase, env, wrap = agent_scratch(setup.verifier, baseline, root)
         setup.keep(phase)
@@ -131,7 +132,8 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         report.update(stop=outcome.stop, steps=outcome.steps, tool_calls=outcome.tool_calls,
                       tokens=usage.to_json(),
                       cost=round(usage.cost or 0.0, 6), elapsed_s=round(outcome.elapsed, 3),
-                      claimed=outcome.claimed, error=outcome.error, run_id=run_id)
+                      claimed=outcome.claimed, error=outcome.error,
+                      run_id=run_id if options.undo_hint else None)   # a copy about to go
         try:
             after_files = fingerprint(root, deps=snap.deps)
         except tree.TreeError as exc:
@@ -143,7 +145,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             return report
         changes = compare(snap.entries, after_files.entries).without(_own_files(root, options))
         runs.finish_run(run_dir, changes, after_files.entries)
-        if changes.all:
+        if changes.all and options.undo_hint:
             trace.emit("note", message=f"run {run_id} changed {len(changes.all)} file(s); "
                        f"`golem undo {run_id}` puts them back", run_id=run_id)
         if outcome.stop == "interrupted":
@@ -152,6 +154,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         facts = facts_for(setup, baseline, snap, changes, trees_changed)
         links = snap.deps + ([".git"] if os.path.isdir(os.path.join(root, ".git"))
                              and not os.path.islink(os.path.join(root, ".git")) else [])
+        trace.emit("phase", name="verification")
         grading = grade(setup.verifier, baseline, root, changes, facts,
                         lambda target, exclude: rebuild.from_snapshot(
                             snap, root, target, changes, exclude, links),
@@ -174,6 +177,8 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         held = {p for p, _ in protected}
         diffs = file_diffs(root, snap, changes.all)     # each file read once
         report["diffstat"] = diffstat(diffs)
+        present.emit_diff(trace, diffs, held)
+        present.emit_outcomes(trace, before, grading.after)
         if options.patch:
             write_output(root, patch_path,
                          "".join(d for p, d in diffs.items() if p not in held))

@@ -6,10 +6,13 @@ from golem import agent
 from golem.agent import prompts
 from golem.errors import interrupted
 from golem.llm import Provider
-from golem.tools import default_registry, process
+from golem.tools import default_registry, process, tree
 from golem.trace import Trace
+from golem.workflow import present, runs
+from golem.workflow.patch import file_diffs
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import agent_scratch
+from golem.workflow.verifier.snapshot import Snapshot, compare, fingerprint
 
 ASK = """\
 You answer questions about the files in a directory, using only what the files say. Use \
@@ -30,9 +33,37 @@ def _report(outcome: agent.Outcome, options: Options) -> dict:
             "exit_code": 0 if ok else 1}
 
 
+class Kept:
+    """What `golem run` keeps so that `golem undo` can put its changes back, as for `fix`."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.id, self.dir = runs.new_run(root, "run")
+        self.snap = Snapshot.take(root, self.dir, runs.store_dir())
+        runs.record_root(self.dir, self.snap.root_id)
+
+    def finish(self, trace: Trace, options: Options) -> list[str]:
+        """Record what the run changed; the changed paths (none when golem cannot tell)."""
+        try:
+            after = fingerprint(self.root, deps=self.snap.deps)
+        except tree.TreeError:
+            runs.finish_run(self.dir, None, None)
+            return []
+        from golem.workflow.fix import _own_files
+        changes = compare(self.snap.entries, after.entries).without(
+            _own_files(self.root, options))
+        runs.finish_run(self.dir, changes, after.entries)
+        present.emit_diff(trace, file_diffs(self.root, self.snap, changes.all))
+        if changes.all and options.undo_hint:
+            trace.emit("note", message=f"run {self.id} changed {len(changes.all)} file(s); "
+                       f"`golem undo {self.id}` puts them back", run_id=self.id)
+        return changes.all
+
+
 def _converse(options: Options, provider: Provider, trace: Trace, model: str, system: str,
               task: str, secrets: list[str], read_only: bool) -> dict:
     with Setup(options, trace, need_tests=False) as setup:
+        kept = None if read_only else Kept(setup.workspace.root)
         phase, env, wrap = agent_scratch(setup.verifier, None, setup.workspace.root)
         setup.keep(phase)
         registry = default_registry(setup.context(env, wrap), secrets, read_only=read_only)
@@ -45,9 +76,13 @@ def _converse(options: Options, provider: Provider, trace: Trace, model: str, sy
                                 context=options.context)
         finally:
             process.reap_strays()
+            phase.close()
+        report = _report(outcome, options)
+        if kept is not None:
+            report.update(run_id=kept.id, changed_files=kept.finish(trace, options))
         if outcome.stop == "interrupted":
-            raise interrupted(outcome.interrupt, _report(outcome, options))
-        return _report(outcome, options)
+            raise interrupted(outcome.interrupt, report)
+        return report
 
 
 def run_goal(options: Options, provider: Provider, trace: Trace, model: str, goal: str,

@@ -1,11 +1,14 @@
 """Run directories: where golem keeps what it needs to put a workspace back (`golem undo`).
 
-Each run that may change files gets a directory under the state directory
+Each run that may change files (`fix`, `run`) gets a directory under the state directory
 (`$GOLEM_STATE_DIR`, else `$XDG_STATE_HOME/golem`, else `~/.local/state/golem`), outside the
-workspace: `runs/<id>/snapshot.json` and `store/` hold every file as it was before the run;
-`run.json` names the workspace (and its device and inode), and, once the run ends, the paths
-it changed and their content at that moment, so `undo` never overwrites work done after the
-run without being told to.
+workspace: `runs/<id>/snapshot.json` fingerprints every file as it was before the run, and
+the content is kept once, under its SHA-256, in `store/`, shared by all runs (a second run of
+the same repository adds only what changed; every read is checked against the hash).
+`run.json` names the workspace (and its device and inode), the command, and, once the run
+ends, the paths it changed and their content at that moment, so `undo` never overwrites work
+done after the run without being told to. Old runs are pruned as they pile up
+(golem/workflow/retention.py).
 
 `undo` writes through `golem.tools.tree.Writer`: every path is walked from a descriptor of the
 workspace without following a link, so a directory the run swapped for a link makes undo
@@ -47,9 +50,8 @@ def cache_for(interpreter: str, workspace: str) -> str:
     return cache_dir(state, interpreter, workspace)
 
 
-def _runs_dir() -> str:
-    """The directory of run directories, made (0700) if missing; never a link."""
-    path = os.path.join(state_dir(), "runs")
+def _own_dir(path: str) -> str:
+    """`path`, made (0700) if missing; never a link."""
     os.makedirs(path, mode=0o700, exist_ok=True)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
@@ -57,8 +59,27 @@ def _runs_dir() -> str:
     return path
 
 
-def new_run(root: str) -> tuple[str, str]:
-    """A fresh run id and its directory, recorded as belonging to workspace `root`."""
+def _runs_dir() -> str:
+    """The directory of run directories."""
+    return _own_dir(os.path.join(state_dir(), "runs"))
+
+
+def store_dir() -> str:
+    """The content-addressed store every run's snapshot keeps its files in."""
+    return _own_dir(os.path.join(state_dir(), "store"))
+
+
+def _outside(root: str) -> None:
+    state = os.path.realpath(state_dir())
+    if state == root or state.startswith(root + os.sep):
+        raise UsageError(f"the state directory {state} is inside the workspace; set "
+                         "GOLEM_STATE_DIR to a directory outside it")
+
+
+def new_run(root: str, command: str = "fix") -> tuple[str, str]:
+    """A fresh run id and its directory, recorded as belonging to workspace `root`; older
+    runs beyond the retention policy are pruned then."""
+    _outside(root)
     runs = _runs_dir()
     for _ in range(10):
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
@@ -70,8 +91,28 @@ def new_run(root: str) -> tuple[str, str]:
             continue
     else:
         raise UsageError(f"cannot make a run directory in {runs}")
-    _write(path, {"id": run_id, "workspace": root, "started": time.time(), "changed": None})
+    _write(path, {"id": run_id, "workspace": root, "started": time.time(), "changed": None,
+                  "command": command})
+    # the new run counts as the newest of those kept (and, still going, is never pruned)
+    from golem.workflow import retention
+    retention.prune_quietly()
     return run_id, path
+
+
+def record_result(run_id: str | None, **fields) -> None:
+    """Add the run's outcome (verdict, stop) to its run.json; nothing when it is gone."""
+    if not run_id:
+        return
+    path = os.path.join(state_dir(), "runs", os.path.basename(run_id))
+    try:
+        manifest = _read(path)
+    except UsageError:
+        return
+    manifest.update(fields)
+    try:
+        _write(path, manifest)
+    except OSError:
+        pass
 
 
 def _write(path: str, manifest: dict) -> None:
@@ -173,7 +214,7 @@ def undo(path: str, force: bool = False) -> tuple[list[str], list[str]]:
     if manifest.get("undone"):
         raise UsageError(f"run {manifest['id']} was already undone")
     root = manifest["workspace"]
-    snap = Snapshot.load(path)
+    snap = Snapshot.load(path, os.path.join(state_dir(), "store"))
     try:
         info = os.lstat(root)
     except OSError:

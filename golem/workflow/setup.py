@@ -33,6 +33,9 @@ class Options:
     context: int = 200_000          # the model's context window, in tokens (0: no limit)
     strict: bool = False            # -strict: a suspicious finding rejects the change
     repeat: int = 0                 # -repeat: re-runs of each previously failing test
+    undo_hint: bool = True          # say how to undo the run (not for a copy about to go)
+    notes: list[dict] = field(default_factory=list)     # said after the test command
+
     command_timeout: float = 600.0
     suite_timeout: float = 1800.0
 
@@ -69,6 +72,8 @@ class Setup:
                        f"({self.command.origin}; evidence: {self.command.runner})",
                        test_command=self.command.argv, origin=self.command.origin)
         trace.emit("note", message=f"sandbox: {how}", sandbox=options.sandbox)
+        for note in options.notes:      # the price, what the configuration files said
+            trace.emit("note", **note)
 
     def keep(self, phase: Phase) -> Phase:
         """Remove `phase` when the command ends, whatever happens."""

@@ -22,7 +22,7 @@ from golem.errors import UsageError
 from golem.tools import tree
 from golem.tools.search import _git_env
 from golem.trace import Trace
-from golem.workflow import runs
+from golem.workflow import present, runs
 from golem.workflow.fix import facts_for
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import grade, rebuild, run_baseline
@@ -74,7 +74,17 @@ def _export(root: str, rev: str, target: str) -> None:
         archive.extractall(target)
 
 
+def resolve_base(root: str, rev: str) -> None:
+    """UsageError naming `rev` when it is not a commit of the checkout at `root`."""
+    _resolve(root, rev)
+
+
 def _resolve(root: str, rev: str) -> None:
+    try:
+        _git(root, "rev-parse", "--git-dir")
+    except UsageError:
+        raise UsageError(f"golem verify needs a git checkout, and {root} is not inside one "
+                         f"(so -base {rev!r} names nothing there)") from None
     try:
         _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
     except UsageError:
@@ -105,6 +115,7 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
                 if writer.lstat(name) is None:
                     writer.symlink(name, os.path.join(root, name))
         trace.emit("note", message=f"baseline: the suite as it was at {rev}")
+        trace.emit("phase", name="baseline")
         baseline = run_baseline(setup.verifier, setup.command, os.path.realpath(base),
                                 read_only=tuple(os.path.join(root, n) for n in links),
                                 cache=lambda interp: runs.cache_for(interp, root))
@@ -113,6 +124,7 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
         snap = Snapshot(export.root, before.entries, before.dirs, links)
         facts = facts_for(setup, baseline, snap, changes, {})
         original = lambda rel: (tree.read_file(base, rel, 4_000_000) or (None,))[0]
+        trace.emit("phase", name="verification")
         grading = grade(setup.verifier, baseline, root, changes, facts,
                         lambda target, exclude: rebuild.from_export(
                             lambda t: _export(root, rev, t), root, target, changes, exclude,
@@ -131,6 +143,7 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
                   "flaky": grading.flaky, "sealed": setup.sealed,
                   "verified_in": "copy" if grading.after is not None else None,
                   "exit_code": verdict.exit_code}
+        present.emit_outcomes(trace, baseline.result, grading.after)
         trace.emit("verdict", **verdict.fields(),
                    protected_changes=report["protected_changes"], suspicious=grading.findings,
                    flaky=grading.flaky, verified_in=report["verified_in"],

@@ -159,11 +159,12 @@ def _hash(dir_fd: int, name: str, store_fd: int) -> tuple[str, int]:
     """The SHA-256 and size of one file, streamed; copied into the store when given."""
     fd, _ = tree.open_file(dir_fd, name)
     digest = hashlib.sha256()
-    tmp, out, size = f".part-{secrets.token_hex(8)}", -1, 0
+    tmp, out, size, made = f".part-{secrets.token_hex(8)}", -1, 0, False
     try:
         if store_fd >= 0:
             out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
                           dir_fd=store_fd)
+            made = True
         while True:
             chunk = os.read(fd, _CHUNK)
             if not chunk:
@@ -177,17 +178,24 @@ def _hash(dir_fd: int, name: str, store_fd: int) -> tuple[str, int]:
                 while view:
                     view = view[os.write(out, view):]
         sha = digest.hexdigest()
-        if out >= 0:
-            os.close(out)
-            out = -1
+        if made:
+            # forgotten before it is closed, so an exception a signal handler raises just
+            # after the close cannot close it twice
+            closing, out = out, -1
+            os.close(closing)
             if tree.lstat_at(store_fd, sha) is None:
                 os.rename(tmp, sha, src_dir_fd=store_fd, dst_dir_fd=store_fd)
             else:
                 os.unlink(tmp, dir_fd=store_fd)
+                try:    # a store shared between runs: fresh again, so no pruning takes it
+                    os.utime(sha, dir_fd=store_fd, follow_symlinks=False)
+                except OSError:
+                    pass
         return sha, size
     except BaseException:
         if out >= 0:
             os.close(out)
+        if made:
             try:
                 os.unlink(tmp, dir_fd=store_fd)
             except OSError:
@@ -290,8 +298,9 @@ class Snapshot:
 
     def __init__(self, directory: str, entries: dict[str, Entry], dirs: set[str] | None = None,
                  deps: list[str] = (), manifest: dict[str, str] | None = None,
-                 root_id: tuple[int, int] | None = None):
+                 root_id: tuple[int, int] | None = None, store: str | None = None):
         self.directory = directory
+        self._store = store             # a store shared between runs, else directory/store
         self.entries = entries
         self.dirs = dirs or set()      # directories that existed, so undo can remove new ones
         self.deps = list(deps)
@@ -300,30 +309,36 @@ class Snapshot:
 
     @property
     def store(self) -> str:
-        return os.path.join(self.directory, "store")
+        return self._store or os.path.join(self.directory, "store")
 
     @classmethod
-    def take(cls, root: str, directory: str) -> Snapshot:
-        store = os.path.join(directory, "store")
+    def take(cls, root: str, directory: str, store: str | None = None) -> Snapshot:
+        """Fingerprint `root` and keep its files in `store` (default: `directory`/store; a
+        store shared between runs keeps each content once, under its hash)."""
+        shared = store is not None
+        store = store or os.path.join(directory, "store")
         os.makedirs(store, mode=0o700, exist_ok=True)
         deps = dependency_trees(root)
         found = fingerprint(root, store, deps)
         info = os.stat(root)
         snap = cls(directory, found.entries, found.dirs, deps, manifest(root, deps),
-                   (info.st_dev, info.st_ino))
+                   (info.st_dev, info.st_ino), store if shared else None)
         record = {"entries": {p: vars(e) for p, e in snap.entries.items()},
-                  "dirs": sorted(snap.dirs), "deps": deps, "root_id": list(snap.root_id)}
+                  "dirs": sorted(snap.dirs), "deps": deps, "root_id": list(snap.root_id),
+                  "shared_store": shared}
         tree.write_output(os.path.join(directory, "snapshot.json"), json.dumps(record))
         return snap
 
     @classmethod
-    def load(cls, directory: str) -> Snapshot:
+    def load(cls, directory: str, store: str | None = None) -> Snapshot:
+        """The snapshot saved in `directory`; `store` is where a shared store is."""
         with open(os.path.join(directory, "snapshot.json"), encoding="utf-8",
                   errors="surrogateescape") as handle:
             raw = json.load(handle)
         root_id = tuple(raw["root_id"]) if raw.get("root_id") else None
         return cls(directory, {p: Entry(**e) for p, e in raw["entries"].items()},
-                   set(raw.get("dirs", ())), raw.get("deps", ()), None, root_id)
+                   set(raw.get("dirs", ())), raw.get("deps", ()), None, root_id,
+                   store if raw.get("shared_store") else None)
 
     def open_original(self, rel: str) -> int | None:
         """A read descriptor of the file's content before the run, or None."""

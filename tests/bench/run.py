@@ -1,6 +1,7 @@
-"""golem's benchmark: start-up, loop overhead, context economy, search speed, peak memory.
+"""golem's benchmark: start-up, loop overhead, context economy, search speed, peak memory,
+and what a second run of a big repository adds to the state directory.
 
-`make bench` (or `python3 bench/run.py`) measures each figure against its target and writes
+`make bench` (or `python3 -m tests.bench.run`) measures each figure against its target and writes
 docs/benchmarks.md. Every measurement is a function taking its size, so the tests can run it
 small. Standard library only; nothing leaves the machine (the model is a loopback server).
 """
@@ -20,12 +21,12 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.server import (ScriptServer, TrickleServer, answer_reply,  # noqa: E402
-                          read_reply)
+from tests.bench.server import (ScriptServer, TrickleServer, answer_reply,  # noqa: E402
+                                read_reply)
 
 NEEDLE = "unique_needle_marker"
 _WORDS = "value result index count total items name data config path node state".split()
@@ -202,7 +203,7 @@ def make_project(root: str, modules: int = 40, tests: int = 15, work: int = 20_0
 
 
 def _call(step: int, name: str, arguments: dict) -> bytes:
-    from bench.server import _reply
+    from tests.bench.server import _reply
     call = {"id": f"call_{step:04}", "type": "function",
             "function": {"name": name, "arguments": json.dumps(arguments)}}
     return _reply({"role": "assistant", "content": "", "tool_calls": [call]}, "tool_calls")
@@ -516,6 +517,46 @@ def peak_memory(mib: int = 1024) -> Figure:
                   "resource.getrusage(RUSAGE_SELF) of the process running process.run")
 
 
+# -- snapshots shared between runs ------------------------------------------------------------
+
+def _bytes_under(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(base, name))
+               for base, _, names in os.walk(path) for name in names)
+
+
+def snapshot_sharing(files: int = 20_000, size: int = 4096) -> Figure:
+    """What a second run of the same repository adds to the state directory: two snapshots
+    of a tree of `files` distinct files into one shared store, one file edited between."""
+    from golem.workflow.verifier.snapshot import Snapshot
+    with tempfile.TemporaryDirectory() as tmp:
+        root = os.path.join(tmp, "repo")
+        body = "value = 1\n" * (size // 10)
+        for i in range(files):
+            folder = os.path.join(root, f"pkg{i // 500:03d}")
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, f"mod{i:05d}.py"), "w") as handle:
+                handle.write(f"# module {i}\n{body}")
+        store = os.path.join(tmp, "store")
+        taken = []
+        for run in ("first", "second"):
+            directory = os.path.join(tmp, run)
+            os.mkdir(directory)
+            before = _bytes_under(store) if os.path.isdir(store) else 0
+            start = time.perf_counter()
+            Snapshot.take(root, directory, store)
+            seconds = time.perf_counter() - start
+            taken.append((_bytes_under(store) - before + _bytes_under(directory), seconds))
+            with open(os.path.join(root, "pkg000", "mod00000.py"), "a") as handle:
+                handle.write("value = 2\n")
+    (first, first_s), (second, second_s) = taken
+    return Figure(f"state: a second run of a {files:,}-file repository",
+                  f"{second / 2**20:.1f} MiB added in {second_s:.1f} s (the first: "
+                  f"{first / 2**20:.1f} MiB in {first_s:.1f} s)",
+                  "under 10 % of the first", second < first * 0.10,
+                  "two Snapshot.take calls into one store, one file edited in between; the "
+                  "bytes each added to the store and its run directory (the fingerprint list)")
+
+
 # -- the report -------------------------------------------------------------------------------
 
 def machine() -> str:
@@ -533,7 +574,7 @@ def report(figures: list[Figure], where: str) -> str:
     notes = "\n".join(f"- **{f.name}**: {f.how}." for f in figures if f.how)
     return f"""# Benchmarks
 
-Written by `make bench` (`python3 bench/run.py`), which measures golem on this machine and
+Written by `make bench` (`python3 -m tests.bench.run`), which measures golem on this machine and
 rewrites this page. Targets are what golem aims for; a miss is reported as a miss.
 
 Machine: {where}.
@@ -557,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     out = os.path.join(ROOT, "docs", "benchmarks.md")
     figures: list[Figure] = []
     for measure in (startup, loop_overhead, fix_overhead, attempts_overhead, deadline_overshoot,
-                    context_economy, search_speed, peak_memory):
+                    context_economy, search_speed, peak_memory, snapshot_sharing):
         got = measure()
         got = got if isinstance(got, list) else [got]
         for figure in got:
