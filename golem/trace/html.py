@@ -176,7 +176,7 @@ def _header(run: list[Event]) -> str:
                  ("tokens", f"{e(end.get('tokens_total'))} ({e(tokens.get('prompt'))} in, "
                   f"{e(tokens.get('completion'))} out)"),
                  ("cost", "not reported" if cost is None else e(cost)),
-                 ("elapsed", e(_dur(end.get("elapsed_s"))))]
+                 ("elapsed at the end of the agent run", e(_dur(end.get("elapsed_s"))))]
         if end.get("error"):
             rows.append(("error", f"<span class=error>{e(end['error'])}</span>"))
     notes = [r for r in run if r["event"] == "note"]
