@@ -612,6 +612,26 @@ class VerifyTest(AdversarialCase):
         outcome = self.verify(repo, "-strict")
         self.assertNotVerified(outcome)
 
+    def test_a_committed_folder_that_looks_like_a_venv_is_judged_as_change(self):
+        # `pyvenv.cfg` makes a folder look like a virtual environment; committed, it is part
+        # of the change under judgment: scanned (so -strict rejects the cheat in it), never
+        # linked into the baseline's export
+        repo = self.project(BUGGY, git_repo=True)
+        self.commit_change(repo, {"helper/pyvenv.cfg": "home = /usr/bin\n",
+                                  "helper/__init__.py": ALWAYS_EQUAL_ADD,
+                                  "calc.py": "from helper import add  # noqa\n"})
+        self.assertVerdict(self.verify(repo, "-strict"), "REJECTED")
+
+    def test_a_committed_venv_lookalike_cannot_shadow_the_module_at_the_base(self):
+        repo = self.project(BUGGY, git_repo=True)
+        self.commit_change(repo, {"calc/pyvenv.cfg": "home = /usr/bin\n",
+                                  "calc/__init__.py": ALWAYS_EQUAL_ADD})
+        outcome = self.verify(repo, "-strict")
+        self.assertNotVerified(outcome)
+        # the baseline is the suite as it was at the base: failing, not the planted package
+        self.assertEqual(outcome.report["tests"]["before"]["failing"],
+                         ["test_calc.AddTest.test_add"])
+
     def test_a_committed_dependency_symlink_to_a_host_directory_is_never_mounted(self):
         bwrap_or_skip(self)
         token = "GOLEMCANARY" + os.urandom(8).hex()

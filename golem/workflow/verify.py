@@ -92,6 +92,21 @@ def _resolve(root: str, rev: str) -> None:
                          "resolve it)") from None
 
 
+def untracked_trees(root: str, rev: str) -> list[str]:
+    """The workspace's dependency trees that are environment, not change: no file in them is
+    tracked by git (index or HEAD) or present at `rev`. A directory the commits under
+    judgment hold (a `pyvenv.cfg` committed beside a package, say) is no dependency tree:
+    its files are changes like any other, diffed, protected and scanned."""
+    found = dependency_trees(root)
+    if not found:
+        return []
+    listed = _git(root, "ls-files", "-z", "--cached", "--", *found).split("\0")
+    listed += _git(root, "ls-tree", "-r", "-z", "--name-only", rev, "--",
+                   *found).split("\0")
+    owned = lambda t: any(p == t or p.startswith(t + "/") for p in listed if p)
+    return [t for t in found if not owned(t)]
+
+
 def _outside_trees(changes: Changes, trees: list[str]) -> Changes:
     inside = lambda rel: any(rel == t or rel.startswith(t + "/") for t in trees)
     keep = lambda names: [n for n in names if not inside(n)]
@@ -103,7 +118,7 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
     with Setup(options, trace) as setup:
         root = setup.workspace.root
         _resolve(root, rev)
-        trees = dependency_trees(root)
+        trees = untracked_trees(root, rev)
         links = trees + ([".git"] if os.path.isdir(os.path.join(root, ".git"))
                          and not os.path.islink(os.path.join(root, ".git")) else [])
         changes = _outside_trees(changes_since(root, rev), trees)
