@@ -451,11 +451,13 @@ class FixInCopyTest(GolemCase):
         files = {"calc.py": BUGGY_CALC, "tests/test_calc.py": SUBPROCESS_TEST}
         repo, code, report = self.run_fix(files, [
             ("run_command", {"argv": ["python3", "-c", FORGE_PYC]})], "-allow", "python3")
-        self.assertTrue(os.path.exists(os.path.join(
-            repo, "__pycache__", f"calc.{sys.implementation.cache_tag}.pyc")))
-        self.assertEqual(report["changed_files"], [])
-        self.assertEqual((report["verdict"], code), ("FAILED", 1), report["summary"])
+        planted = f"__pycache__/calc.{sys.implementation.cache_tag}.pyc"
+        self.assertTrue(os.path.exists(os.path.join(repo, *planted.split("/"))))
+        # never used by the graded run (still failing there), and named as what it is
+        self.assertEqual(report["changed_files"], [planted])
+        self.assertEqual((report["verdict"], code), ("REJECTED", 3), report["summary"])
         self.assertEqual(report["still_failing"], ["test_calc.AddTest.test_add"])
+        self.assertIn("compiled bytecode", report["protected_changes"][0]["reason"])
 
     def test_an_allowed_deletion_is_a_deletion_in_the_copy(self):
         files = {"calc.py": LEGACY_CALC, "legacy_mode.txt": "on\n",

@@ -632,6 +632,17 @@ class BaselineTest(TempCase):
         self.addCleanup(baseline.phase.close)
         return baseline
 
+    def cached_baseline(self):
+        """A unittest baseline with golem's persistent bytecode cache, as `fix` runs it."""
+        state = os.path.join(self.base, "state")
+        os.mkdir(state)
+        command = TestCommand([PY, "-m", "unittest", "discover", "-s", "tests"], "unittest",
+                              "-test")
+        baseline = run_baseline(self.verifier, command, self.root,
+                                cache=lambda interp: cache_dir(state, interp, self.root))
+        self.addCleanup(baseline.phase.close)
+        return baseline
+
     def refused(self, argv: list[str]) -> str:
         with self.assertRaises(UsageError) as cm:
             self.baseline(argv)
@@ -657,7 +668,7 @@ class BaselineTest(TempCase):
         self.assertIn("unittest", names)
         self.assertNotIn("calc", names)
 
-    def test_bytecode_of_a_source_changed_this_second_is_not_kept(self):
+    def test_the_suite_s_own_sources_are_never_cached(self):
         # Python checks cached bytecode against its source's modification time in whole
         # seconds and its size: an edit of the same size within the second the baseline saw
         # would otherwise run the baseline's code, in the agent's runs and in the verdict
@@ -674,16 +685,11 @@ class BaselineTest(TempCase):
                     self.assertEqual(add(2, 3), 5)
             """)
         os.utime(os.path.join(self.root, "tests/test_calc.py"), (time.time() - 3600,) * 2)
-        state = os.path.join(self.base, "state")
-        os.mkdir(state)
-        command = TestCommand([PY, "-m", "unittest", "discover", "-s", "tests"], "unittest",
-                              "-test")
-        baseline = run_baseline(self.verifier, command, self.root,
-                                cache=lambda interp: cache_dir(state, interp, self.root))
-        self.addCleanup(baseline.phase.close)
+        baseline = self.cached_baseline()
         self.assertEqual(baseline.result.failing, ["test_calc.AddTest.test_add"])
-        kept = {os.path.basename(p).split(".")[0] for p in cached(baseline.master, self.root)}
-        self.assertEqual(kept, {"old", "test_calc"})
+        # the suite writes no bytecode at all: only golem's warm-up fills the cache
+        self.assertEqual(cached(baseline.master, self.root), [])
+        self.assertTrue(cached(baseline.master, os.path.dirname(unittest.__file__)))
         # the same-size fix, stamped with the very time the baseline saw, runs as written
         before = os.stat(calc)
         self.put("calc.py", "def add(a, b):\n    return a + b\n")
@@ -692,6 +698,22 @@ class BaselineTest(TempCase):
                            run=baseline.phase.run(pycache=baseline.master),
                            helpers=baseline.phase.helpers(), timeout=120)
         self.assertEqual(result.tests, {"test_calc.AddTest.test_add": "passed"})
+
+    def test_a_baseline_that_writes_the_cache_loses_it(self):
+        # unconfined (-sandbox none), the suite can reach the cache's path: whatever it
+        # planted there is thrown away with the rest, never loaded by a later run
+        self.put("tests/test_plant.py", """\
+            import os, sys, unittest
+
+            class PlantTest(unittest.TestCase):
+                def test_plant(self):
+                    with open(os.path.join(sys.pycache_prefix, "planted.pyc"), "wb") as f:
+                        f.write(b"x")
+                    self.fail("the bug")
+            """)
+        baseline = self.cached_baseline()
+        self.assertEqual(os.listdir(baseline.master), [])
+        self.assertEqual(baseline.trusted_master(), baseline.master)
 
     def test_no_tests_is_refused(self):
         os.mkdir(os.path.join(self.root, "tests"))
@@ -766,6 +788,11 @@ class ProtectTest(unittest.TestCase):
             ("requests.py", "added", probed, "creates module 'requests'"),
             ("json.cpython-311-x86_64-linux-gnu.so", "added", probed, "creates module 'json'"),
             ("json.abi3.so", "added", probed, "creates module 'json'"),
+            # compiled code that shadows nothing is still code golem cannot judge
+            ("json.cpython-311-x86_64-linux-gnu.so", "added", UNITTEST_FACTS,
+             "compiled extension"),
+            ("pkg/__pycache__/mod.cpython-311.pyc", "added", UNITTEST_FACTS,
+             "compiled bytecode"),
             # ... and a name the workspace provides elsewhere on sys.path
             ("calc.py", "added", provided, "which the workspace provides at src/"),
             ("pyproject.toml", "modified", UNITTEST_FACTS, "configuration"),
@@ -799,8 +826,6 @@ class ProtectTest(unittest.TestCase):
             # below a directory that is not on sys.path, a stdlib name shadows nothing
             ("pkg/unittest.py", "added", UNITTEST_FACTS),
             ("pkg/json/__init__.py", "added", UNITTEST_FACTS),
-            # a name the interpreter would not find outside (default suffixes: no ABI tag)
-            ("json.cpython-311-x86_64-linux-gnu.so", "added", UNITTEST_FACTS),
             ("calc.py", "modified", provided_here),
             ("calc_helpers.py", "added", provided_here),
         ]

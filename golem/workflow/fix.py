@@ -25,8 +25,9 @@ from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import agent_scratch, grade, rebuild, run_baseline
 from golem.workflow.verifier.grade import Verdict
 from golem.workflow.verifier.protect import Facts, import_roots
-from golem.workflow.verifier.snapshot import (Snapshot, compare, fingerprint, manifest,
-                                              manifest_changes)
+from golem.workflow.verifier.snapshot import (Changes, Snapshot, bytecode, compare,
+                                              fingerprint, manifest, manifest_changes,
+                                              planted_bytecode)
 from golem.workflow.verifier.suite import SuiteResult
 
 # report fields the `verdict` trace event carries beside the grading itself
@@ -84,6 +85,7 @@ def facts_for(setup: Setup, baseline, snap: Snapshot, changes, trees_changed) ->
     if interp is not None and interp.names:
         facts.outside_names = interp.names
         facts.suffixes = interp.suffixes
+    facts.read_by_tests(baseline.result.reads)
     added_tests = {p for p in changes.added if p.endswith(".py")}
     facts.import_roots = import_roots(facts.test_files | added_tests, before | set(changes.added),
                                       unittest_dirs(setup.command.argv))
@@ -111,6 +113,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         run_id, run_dir = runs.new_run(root)
         snap = Snapshot.take(root, run_dir, runs.store_dir())
         runs.record_root(run_dir, snap.root_id)
+        compiled = bytecode(root, snap.deps)
         phase, env, wrap = agent_scratch(setup.verifier, baseline, root)
         setup.keep(phase)
         registry = default_registry(setup.context(env, wrap), secrets)
@@ -136,6 +139,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
                       run_id=run_id if options.undo_hint else None)   # a copy about to go
         try:
             after_files = fingerprint(root, deps=snap.deps)
+            planted = planted_bytecode(compiled, bytecode(root, snap.deps))
         except tree.TreeError as exc:
             runs.finish_run(run_dir, None, None)
             summary = f"FAILED: the run left a tree golem cannot walk: {exc}"
@@ -144,7 +148,10 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             trace.emit("verdict", **verdict.fields())
             return report
         changes = compare(snap.entries, after_files.entries).without(_own_files(root, options))
-        runs.finish_run(run_dir, changes, after_files.entries)
+        changes = Changes(sorted({*changes.added, *planted.added}),
+                          sorted({*changes.modified, *planted.modified}), changes.removed)
+        runs.finish_run(run_dir, changes, {**after_files.entries,
+                                           **runs.entries_now(root, planted.all)})
         if changes.all and options.undo_hint:
             trace.emit("note", message=f"run {run_id} changed {len(changes.all)} file(s); "
                        f"`golem undo {run_id}` puts them back", run_id=run_id)

@@ -187,6 +187,21 @@ def _current(writer: tree.Writer, rel: str) -> tuple[str, int] | None:
     return hashlib.sha256(found[0]).hexdigest(), mode
 
 
+def entries_now(root: str, paths: list[str]) -> dict[str, Entry]:
+    """What `paths` of the workspace hold now, as the snapshot's entries would say it (for
+    files fingerprints leave out, such as bytecode)."""
+    found = {}
+    with tree.Writer(root) as writer:
+        for rel in paths:
+            try:
+                now = _current(writer, rel)
+            except (OSError, tree.TreeError):
+                continue
+            if now is not None:
+                found[rel] = Entry(now[0], now[1], 0, False)
+    return found
+
+
 def _changed_now(root: str, snap: Snapshot, writer: tree.Writer) -> dict[str, dict | None]:
     """What differs from the snapshot now, when the run never recorded it. Without a walk
     (the tree may be too deep for one), every snapshot path is looked at by itself."""

@@ -164,6 +164,31 @@ def _master(cache: Callable[[str], str] | None, plan: Plan, phase: Phase) -> str
     return path
 
 
+WARM = """\
+import importlib, sys
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+"""
+
+
+def _warm(plan: Plan, master: str, cwd: str, env: dict[str, str], wrap) -> None:
+    """Fill golem's bytecode cache from a process of golem's own: the test interpreter,
+    isolated (`-I`: nothing from the workspace or the environment on its path), importing
+    the runner's modules. The only process that ever writes the cache."""
+    names = ["unittest"]
+    if plan.runner == "pytest":
+        names += ["pytest", "_pytest.python", "_pytest.fixtures", "_pytest.assertion.rewrite"]
+    argv = [plan.interpreter.executable, "-I", "-X", f"pycache_prefix={master}", "-c", WARM,
+            *names]
+    try:
+        process.run(argv, cwd=cwd, env=env, timeout=120, cap=20_000, wrap=wrap)
+    except OSError:
+        pass        # a cache left cold costs time, never correctness
+
+
 def _recorded_state(path: str) -> dict | None:
     data = tree.read_file(os.path.dirname(path), os.path.basename(path) + ".state", 64_000_000)
     try:
@@ -191,9 +216,17 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             env.trace.emit("note", message=f"test interpreter: {plan.interpreter.describe()}",
                            interpreter=plan.interpreter.executable)
             probe(plan.interpreter, cwd, trees, run.env(env.env), wrap)
+        warmed = None
+        if plan.interpreter is not None:
+            if not os.listdir(master):      # a cache kept from earlier runs stays as it is
+                _warm(plan, master, cwd, run.env(env.env), wrap)
+                prune_recent(master)
+            warmed = cache_state(master)
+        # the suite itself never writes the cache: bound read-only, and checked after
+        wrap = _wrap(env, cwd, (run.root,), (helpers, master, *read_only), (), tools)
         timeout = env.timeout()
         result = run_suite(plan, cwd=cwd, env=env.env, run=run, helpers=helpers,
-                           timeout=timeout, wrap=wrap, write_cache=True)
+                           timeout=timeout, wrap=wrap)
         if result.timed_out and timeout < env.suite_timeout:
             raise UsageError(f"the {label} did not finish within -wall ({timeout:.0f}s left "
                              "for it); give more time or a faster -test")
@@ -203,8 +236,15 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             raise UsageError(why)
         if plan.runner == "pytest":
             plan.pytest_config = _pin_pytest(result, cwd)
-        prune_recent(master)
         state = cache_state(master)
+        if warmed is not None and state != warmed:
+            # something the suite ran wrote golem's cache (possible where commands run
+            # unconfined): nothing in it is trusted, now or later
+            env.trace.emit("note", message="the baseline wrote golem's bytecode cache; it "
+                           "was thrown away")
+            tree.remove_tree(master)
+            os.makedirs(master, mode=0o700)
+            state = cache_state(master)
         if cache is not None and plan.interpreter is not None:
             tree.write_output(master + ".state", json.dumps(state))
         return Baseline(result, plan, phase, trees, cwd, master, state)

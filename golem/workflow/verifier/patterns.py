@@ -100,6 +100,12 @@ def _spans(node: ast.AST) -> tuple[int, int]:
 _POP = object()     # marks the end of a scope on the walk's stack
 
 
+# what changes sys.modules when called on it
+SYS_MODULES_WRITES = frozenset({"update", "setdefault", "__setitem__", "pop", "popitem",
+                                "clear", "__delitem__", "__ior__"})
+READING_CALLS = frozenset({"list", "dict", "len", "sorted", "iter", "set", "tuple", "print",
+                           "isinstance", "repr", "str", "id", "type", "bool"})
+
 class Finder:
     """Every pattern of interest in one module, with its line span.
 
@@ -212,6 +218,10 @@ class Finder:
                          "__eq__ is a lambda returning True: compares equal to anything")
             if isinstance(target, ast.Name) and value is not None and self._computed(value):
                 self.computed.add(target.id)
+            if value is not None and self.dotted(value) == "sys.modules":
+                self.add(node, "runner-patch", "sys.modules",
+                         "keeps sys.modules under another name: can replace any module, the "
+                         "tests included")
         return None
 
     visit_AugAssign = visit_AnnAssign = visit_Assign
@@ -281,6 +291,13 @@ class Finder:
 
     def visit_Call(self, node: ast.Call):
         name = self.dotted(node.func)
+        owner, _, method = name.rpartition(".")
+        if owner == "sys.modules" and method in SYS_MODULES_WRITES or \
+                (name not in READING_CALLS and
+                 any(self.dotted(arg) == "sys.modules" for arg in node.args)):
+            self.add(node, "runner-patch", "sys.modules",
+                     f"calls {name or 'a function'} on sys.modules: can replace any module, "
+                     "the tests included")
         if name in EXITS:
             why = "registers code to run at exit" if name == "atexit.register" else \
                 "ends the process"

@@ -75,6 +75,16 @@ class Facts:
     outside_names: frozenset[str] = frozenset(sys.stdlib_module_names) | RUNNER_MODULES
     suffixes: tuple[str, ...] = (".py", ".pyc", ".so")
     trees_changed: dict[str, str] = field(default_factory=dict)
+    test_data: dict[str, str] = field(default_factory=dict)   # read by the tests: file -> test
+
+    def read_by_tests(self, reads: dict[str, set[str]]) -> None:
+        """Take as test data every file the baseline's tests (or their helpers and fixtures)
+        opened or tried to open for reading."""
+        for path, openers in reads.items():
+            tests = sorted(o for o in openers if o in self.test_files or is_test_path(o)
+                           or o.rpartition("/")[2] == "conftest.py")
+            if tests:
+                self.test_data[path] = tests[0]
 
     @property
     def test_dirs(self) -> set[str]:
@@ -199,6 +209,8 @@ def reason(rel: str, kind: str, facts: Facts) -> str | None:
         return f"test file: the baseline collected tests from {rel}, and the run {verb} it"
     if _in_data_dir(rel):
         return f"test data: {rel} is under a test-data directory"
+    if rel in facts.test_data:
+        return f"test data: the baseline's tests read {rel} ({facts.test_data[rel]})"
     if kind == "added":
         shadow = _shadow(rel, facts)
         if shadow:
@@ -213,6 +225,12 @@ def reason(rel: str, kind: str, facts: Facts) -> str | None:
     if kind != "added" and is_test_path(rel):
         verb = "deleted" if kind == "removed" else "modified"
         return f"test file: an existing test file, {verb} (by name or directory)"
+    if name.endswith((".pyc", ".pyo")) and kind != "removed":
+        return ("compiled bytecode: the run wrote it where Python may load it instead of the "
+                "source (golem's own runs never write bytecode into the workspace)")
+    if (name.endswith((".so", ".pyd", ".dylib")) or ".so." in name) and kind != "removed":
+        return ("compiled extension: machine code golem cannot read, scan or judge, which "
+                "Python may import instead of the source")
     return None
 
 

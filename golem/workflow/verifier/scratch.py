@@ -8,12 +8,13 @@ and plugin, the node reporter) are written into a `helpers` directory that sandb
 read-only. Only the agent phase's directory is ever writable inside the model's sandbox,
 and it is removed before the verification starts.
 
-Bytecode comes from a cache golem owns (`cache_dir`): the standard library, the project's
-dependencies and its unchanged code, compiled by baseline runs, the only runs that may write
-it. Every other phase gets it bound read-only (Python then compiles what is missing in
-memory), so no command of the agent's phase and no test of the verification can change what
-a later run reads; where commands run unconfined, golem checks it is unchanged before it
-trusts it again, and throws it away otherwise.
+Bytecode comes from a cache golem owns (`cache_dir`): the standard library and the runner's
+modules, compiled by golem's own warm-up (the test interpreter started isolated, `-I`, so
+nothing of the workspace or the environment is on its path), the only process that writes
+it. Every suite run, the baseline's too, gets it bound read-only (Python then compiles the
+workspace's code in memory), so nothing a test runs can change what a later run reads;
+where commands run unconfined, golem checks it is unchanged before it trusts it again, and
+throws it away otherwise.
 """
 
 from __future__ import annotations

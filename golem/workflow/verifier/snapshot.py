@@ -111,6 +111,31 @@ def _pruned(deps: frozenset[str]):
     return prune
 
 
+BYTECODE = (".pyc", ".pyo")
+
+
+def bytecode(root: str, deps: list[str] = ()) -> dict[str, str]:
+    """Every bytecode file below `root` (in `__pycache__` or beside its source; version
+    control and the dependency trees left out) -> its size, times and inode. Fingerprints
+    leave caches out; this is how golem sees bytecode a run wrote where a later Python,
+    golem's or the user's, would load it instead of the source. TreeError over the bounds."""
+    found = {}
+    prune = lambda rel, name: name in VCS_NAMES or ("/" not in rel and name in deps)
+    for item in tree.walk(root, prune):
+        if item.kind in ("file", "link") and item.name.lower().endswith(BYTECODE):
+            info = item.info
+            found[item.rel] = (f"{item.kind}:{info.st_size}:{info.st_mtime_ns}:"
+                               f"{info.st_ctime_ns}:{info.st_ino}")
+    return found
+
+
+def planted_bytecode(before: dict[str, str], after: dict[str, str]) -> Changes:
+    """Bytecode the run added or changed, as changes (a removed one is no threat)."""
+    added = sorted(p for p in after if p not in before)
+    modified = sorted(p for p in after if p in before and after[p] != before[p])
+    return Changes(added, modified, [])
+
+
 @dataclass
 class Fingerprint:
     entries: dict[str, Entry] = field(default_factory=dict)

@@ -77,6 +77,7 @@ class SuiteResult:
     origins: dict[str, list[str]] = field(default_factory=dict)  # test id -> its code's files
     config: dict | None = None                  # pytest: rootdir, inifile, confcutdir
     problem: str | None = None                  # why the evidence cannot be trusted
+    reads: dict[str, set[str]] = field(default_factory=dict)    # file -> code that read it
 
     @property
     def failing(self) -> list[str]:
@@ -432,6 +433,10 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool) -> None:
             if isinstance(record.get("origins"), list):
                 result.origins.setdefault(test_id, []).extend(
                     o for o in record["origins"] if isinstance(o, str))
+        elif kind == "read":
+            path, by = record.get("path"), record.get("by")
+            if isinstance(path, str) and isinstance(by, str):
+                result.reads.setdefault(path, set()).add(by)
         elif kind == "guard":
             replaced += [str(r) for r in record.get("replaced") or []]
         elif kind == "end":

@@ -19,6 +19,8 @@ import os
 import sys
 
 _write, _environ, _relpath, _realpath = os.write, os.environ, os.path.relpath, os.path.realpath
+_addaudithook, _getframe = sys.addaudithook, sys._getframe
+_O_ACCMODE = getattr(os, "O_ACCMODE", 3)
 _sep, _isinstance, _type, _vars, _callable = os.sep, isinstance, type, vars, callable
 _ModuleType = _type(sys)
 _FunctionType = _type(lambda: None)
@@ -195,3 +197,44 @@ def rebound(before: dict, after: dict) -> list:
     """Labels of `namespace` entries that the run replaced or removed."""
     return [label for label, old in before.items()
             if label not in after or any(a is not b for a, b in zip(old, after[label]))]
+
+
+_CODE = (".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd")
+
+
+def watch_reads(stream, cwd: str, limit: int = 5000) -> None:
+    """Record every file of the workspace (not code) that the tests open, or try to open,
+    for reading, with the workspace file whose code asked for it: one `read` record per
+    pair. golem protects what the baseline's tests read as test data."""
+    seen = set()
+
+    def hook(event, args):
+        if event != "open" or len(seen) >= limit:
+            return
+        try:
+            path, mode, flags = args[0], args[1], args[2]
+            if not _isinstance(path, str) or path.endswith(_CODE):
+                return
+            if mode is not None:
+                if "r" not in mode or "+" in mode:
+                    return
+            elif not _isinstance(flags, int) or flags & _O_ACCMODE != os.O_RDONLY:
+                return
+            rel = relative(path, cwd)
+            if rel is None:
+                return
+            frame, opener = _getframe(1), None
+            for _ in range(200):
+                if frame is None:
+                    break
+                opener = relative(frame.f_code.co_filename, cwd)
+                if opener:
+                    break
+                frame = frame.f_back
+            if (rel, opener) not in seen:
+                seen.add((rel, opener))
+                stream.emit(e="read", path=rel, by=opener)
+        except Exception:
+            return      # never in the way of the code under test
+
+    _addaudithook(hook)

@@ -186,6 +186,7 @@ def main():
     sys.argv = ["python -m unittest", *args]
     sys.path.insert(0, CWD)     # what `python -m unittest` puts first
     STREAM.emit(e="start", runner="unittest", cwd=CWD)
+    evidence.watch_reads(STREAM, CWD)
     before = _machinery()
     try:
         program = _Program(module=None, argv=sys.argv, testRunner=_Runner,
