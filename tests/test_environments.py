@@ -280,6 +280,21 @@ class StopBeforeSpendingTest(EnvironmentCase):
                               extra={"conftest.py": "import yaml_that_is_missing\n"})
         self.stops(project, says="no test ran: the tests cannot import 'yaml_that_is_missing'")
 
+    def test_a_declared_dependency_that_is_missing(self):
+        project = devenv.make(self.tmp, "src-pth", core="import humanize_missing\n" +
+                              devenv.BUGGY_CORE,
+                              extra={"requirements.txt": "humanize-missing>=1.0\n"})
+        self.stops(project, says="every test failed to import: no module named "
+                   "'humanize_missing'")
+
+    def test_a_misspelt_import_in_the_code_is_the_models_to_fix(self):
+        project = devenv.make(self.tmp, "src-pth", core="import colections\n" +
+                              devenv.BUGGY_CORE)
+        server = self.serve([chat("cannot do it")])
+        code, out, err, report = self.fix(project, server)
+        self.assertEqual(report.get("verdict"), "FAILED", out + err)
+        self.assertEqual(len(server.requests), 1)
+
     def test_a_missing_submodule_is_the_models_to_write(self):
         # `calc.extra` missing is a fault in the code, not the environment: the run goes on
         project = devenv.make(self.tmp, "src-pth", extra={"tests/test_extra.py": """\

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -41,8 +40,8 @@ from golem.workflow.verifier.interpreter import probe
 from golem.workflow.verifier.rebuild import Copy
 from golem.workflow.verifier.scratch import Phase, cache_state, prune_recent
 from golem.workflow.verifier.snapshot import Changes, dependency_trees
-from golem.workflow.verifier.suite import (Plan, SuiteResult, TestCommand, is_python, plan_for,
-                                           run_suite)
+from golem.workflow.verifier.reached import never_reached
+from golem.workflow.verifier.suite import Plan, SuiteResult, TestCommand, plan_for, run_suite
 
 __all__ = ["Environment", "Baseline", "Grading", "run_baseline", "agent_scratch", "grade"]
 
@@ -150,77 +149,6 @@ def _no_evidence(result: SuiteResult, label: str) -> str | None:
     return None
 
 
-_MISSING = re.compile(r"No module named '?([A-Za-z_][\w.]*)'?")
-
-
-def _missing(output: str) -> list[str]:
-    """The modules the output says could not be found, in order, once each."""
-    found: list[str] = []
-    for name in _MISSING.findall(output):
-        if name not in found:
-            found.append(name)
-    return found
-
-
-def _where(root: str, name: str) -> str | None:
-    """The directory below `root` (one level down) holding the package or module `name`,
-    relative to `root`: what PYTHONPATH would need."""
-    try:
-        tops = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False)
-                      and not e.name.startswith("."))[:500]
-    except OSError:
-        return None
-    for parent in sorted(tops, key=lambda n: n not in ("src", "lib", "python")):
-        top = os.path.join(root, parent)
-        if os.path.isfile(os.path.join(top, name, "__init__.py")) or \
-                os.path.isfile(os.path.join(top, name + ".py")):
-            return parent
-    return None
-
-
-def _environment_hint(cwd: str, name: str) -> str:
-    where = _where(cwd, name)
-    if where:
-        return (f"{where}/{name} is there but not importable: install the project in its "
-                f"environment (pip install -e . in .venv) or give -env PYTHONPATH={where}")
-    return ("run golem in the environment that has it (activate it, or give the workspace a "
-            ".venv with it installed), or pass what the project needs with -env "
-            "(e.g. -env PYTHONPATH=src)")
-
-
-def _never_reached(result: SuiteResult, plan: Plan, cwd: str) -> str | None:
-    """Why the baseline's test command never got to run the tests, or None: the module or
-    script it names cannot be found, the runner itself cannot be imported, or every test
-    failed to import a top-level module (the environment, not the code, is missing it)."""
-    argv = plan.command.argv
-    output = result.output
-    python = plan.interpreter.executable if plan.interpreter else argv[0]
-    if is_python(argv[0]) and plan.runner == "exit-code" and len(argv) > 1:
-        if argv[1] == "-m" and len(argv) > 2 and (
-                re.search(rf"No module named {re.escape(argv[2])}\s*$", output, re.M)
-                or f"finding module specification for '{argv[2]}'" in output):
-            return (f"the test command never reached a test runner: {argv[0]} has no module "
-                    f"{argv[2]!r} (check its spelling, or install it in the test interpreter)")
-        if not argv[1].startswith("-") and "can't open file" in output:
-            return (f"the test command never reached a test runner: {argv[0]} cannot open "
-                    f"{argv[1]!r} (check the -test path; it is relative to -dir)")
-    if result.tests is None:
-        return None
-    missing = [m for m in _missing(output) if "." not in m]
-    if not result.tests and missing:
-        if plan.runner in missing:
-            return (f"the test runner cannot be imported: {python} has no module "
-                    f"{plan.runner!r}; install it there, or activate the environment that "
-                    "has it")
-        return (f"no test ran: the tests cannot import {missing[0]!r}; "
-                + _environment_hint(cwd, missing[0]))
-    if result.tests and missing and set(result.tests) <= result.pseudo and \
-            len(result.failing) == len(result.tests):
-        return (f"every test failed to import: no module named {missing[0]!r} for {python}; "
-                + _environment_hint(cwd, missing[0]))
-    return None
-
-
 def _pin_pytest(result: SuiteResult, cwd: str) -> dict:
     """The pytest configuration the baseline used, relative to `cwd`; UsageError when it
     lies outside (golem never reads runner configuration from above the directory)."""
@@ -324,7 +252,7 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             raise UsageError(f"the {label} did not finish within -wall ({timeout:.0f}s left "
                              "for it); give more time or a faster -test")
         env.trace.emit(label, summary=result.summary(), **result.to_json())
-        why = _never_reached(result, plan, cwd) or _no_evidence(result, label)
+        why = never_reached(result, plan, cwd) or _no_evidence(result, label)
         if why:
             raise UsageError(why)
         if plan.runner == "pytest":
