@@ -49,7 +49,8 @@ EXAMPLES = {
 WRITING = {"allow": "it runs no commands", "patch": "it changes no files",
            "test": "it runs no tests", "strict": "it gives no verdict",
            "repeat": "it gives no verdict", "goal": "it takes a QUESTION",
-           "prune": "it removes nothing", "force": "it changes no files"}
+           "prune": "it removes nothing", "force": "it changes no files",
+           "env": "it runs no commands"}
 
 
 class Parser(argparse.ArgumentParser):
