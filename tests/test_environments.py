@@ -96,6 +96,30 @@ class EditableInstallTest(EnvironmentCase):
                     self.assertEqual(report.get("verdict"), "FAILED", out + err)
                     self.assertEqual(code, 1)
 
+    def test_python_processes_the_tests_start_import_the_tree_under_test(self):
+        child = """\
+import os
+import subprocess
+import sys
+import unittest
+
+
+class ChildTest(unittest.TestCase):
+    def test_child(self):
+        done = subprocess.run([sys.executable, "-c", "import calc; print(calc.__file__)"],
+                              cwd="/", capture_output=True, text=True)
+        here = os.path.realpath(os.getcwd())
+        self.assertTrue(done.stdout.startswith(here + os.sep), (done.stdout, done.stderr))
+"""
+        for mode in SANDBOXES:
+            for layout in ("src-pth", "src-finder"):
+                with self.subTest(sandbox=mode, layout=layout):
+                    project = devenv.make(self.tmp, layout, name=f"c-{mode}-{layout}",
+                                          extra={"tests/test_child.py": child})
+                    write_files(project.root, {project.core: devenv.FIXED_CORE})
+                    code, out, err, report = self.verify(project, sandbox=mode)
+                    self.assertEqual(report.get("verdict"), "VERIFIED", out + err)
+
     def test_activated_venv(self):
         project = devenv.make(self.tmp, "src-pth")
         write_files(project.root, {project.core: devenv.FIXED_CORE})

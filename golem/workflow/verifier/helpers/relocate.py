@@ -10,7 +10,8 @@ every path entry and import-hook mapping under the workspace to the same place i
 under test, and then, for the rest of the run, refuses to open or list anything in the
 workspace, so code from the workspace cannot be graded in place of the copy's, in any
 sandbox mode. A module already imported from the workspace cannot be moved: the run stops
-before its first record, saying so.
+before its first record, saying so. Python processes the tests start get the moved entries
+first on their PYTHONPATH.
 
     GOLEM_RELOCATE   JSON: {"from": [workspace directories], "keep": [directories under
                      them that stay where they are: the dependency trees and .git the tree
@@ -109,11 +110,21 @@ def apply(cwd=None):
     keep = [os.path.realpath(k) for k in spec.get("keep", [])]
     keep += [os.path.abspath(k) for k in spec.get("keep", [])]
     move = _mover(sources, keep, cwd)
+    before = list(sys.path)
     sys.path[:] = [move(p) for p in sys.path] + _hidden_entries(move)
     sys.path_importer_cache.clear()
+    children = [p for p in sys.path if p not in before]
+    moved = []
+
+    def mapped(value):
+        new = move(value)
+        if new != value:
+            moved.append(new)
+        return new
+
     for name, module in list(sys.modules.items()):
         if name.startswith(_HOOK_MODULES):
-            _move_mappings(vars(module), move)
+            _move_mappings(vars(module), mapped)
         where = getattr(module, "__file__", None)
         if isinstance(where, str) and move(where) != where:
             sys.stderr.write(f"golem: {name} was imported from the workspace ({where}) before "
@@ -124,9 +135,15 @@ def apply(cwd=None):
     for finder in sys.meta_path:
         for owner in (finder, type(finder)):
             try:
-                _move_mappings(vars(owner), move)
+                _move_mappings(vars(owner), mapped)
             except TypeError:
                 pass
+    # Python processes the tests start do not run this: the moved entries (and the
+    # directories the moved mappings' packages are in) lead their PYTHONPATH
+    children += [os.path.dirname(m) for m in moved if os.path.dirname(m) not in children]
+    if children:
+        rest = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+        os.environ["PYTHONPATH"] = os.pathsep.join(children + rest)
 
     def guard(event, args):
         if event not in _EVENTS or not args:
