@@ -183,6 +183,16 @@ class DiscoveryTest(unittest.TestCase):
             self.assertIsNone(find_venv(project.root, {})[0])
 
 
+class ParseTest(unittest.TestCase):
+    def test_items(self):
+        from golem.values import variables
+        self.assertEqual(variables("PYTHONPATH=src,A=x,y z,B"), ["PYTHONPATH=src", "A=x,y z", "B"])
+        self.assertEqual(variables(["A=1", "B=2,C=3"]), ["A=1", "B=2", "C=3"])
+        for bad in ("HOME=/x", "GOLEM_STATE_DIR=/x", "MY_API_KEY=1", "1A=2", "A B=1"):
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                variables(bad)
+
+
 LIB_TESTS = """\
 import os
 import unittest
