@@ -37,10 +37,10 @@ from golem.workflow.verifier import protect, repeat, scan
 from golem.workflow.verifier.grade import (Verdict, advise, judge, judge_new_tests,
                                            mark_flaky)
 from golem.workflow.verifier.interpreter import probe
+from golem.workflow.verifier.reached import never_reached
 from golem.workflow.verifier.rebuild import Copy
 from golem.workflow.verifier.scratch import Phase, cache_state, prune_recent
 from golem.workflow.verifier.snapshot import Changes, dependency_trees
-from golem.workflow.verifier.reached import never_reached
 from golem.workflow.verifier.suite import Plan, SuiteResult, TestCommand, plan_for, run_suite
 
 __all__ = ["Environment", "Baseline", "Grading", "run_baseline", "agent_scratch", "grade"]
