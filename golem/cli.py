@@ -23,11 +23,13 @@ from golem.llm import KEYS, ProviderConfig, Secret, make_provider, provider_name
 AGENT_SETTINGS = ["provider", "model", "base-url", "steps", "tokens", "wall", "cost", "price",
                   "sandbox", "max-tokens", "retries", "window", "context", "color", "quiet",
                   "verbose", "keep-runs", "keep-size"]
-SETTINGS_OF = {"fix": AGENT_SETTINGS + ["test", "allow", "strict", "repeat"],
-               "run": AGENT_SETTINGS + ["test", "allow"],
+SETTINGS_OF = {"fix": AGENT_SETTINGS + ["test", "allow", "strict", "repeat", "env"],
+               "run": AGENT_SETTINGS + ["test", "allow", "env"],
                "ask": AGENT_SETTINGS,
-               "verify": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose"],
-               "pick": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose"]}
+               "verify": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose",
+                          "env"],
+               "pick": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose",
+                        "env"]}
 
 
 def settings_for(args: argparse.Namespace) -> config.Effective:
@@ -36,6 +38,8 @@ def settings_for(args: argparse.Namespace) -> config.Effective:
     flags = {name: getattr(args, name.replace("-", "_"), None) for name in names}
     if flags.get("allow") is not None:
         flags["allow"] = [p for group in flags["allow"] for p in group]
+    if flags.get("env") is not None:
+        flags["env"] = [v for group in flags["env"] for v in group]
     workspace = args.dir if os.path.isdir(args.dir) else None
     return config.resolve(flags, workspace, names)
 
@@ -134,7 +138,13 @@ def _options(args: argparse.Namespace, settings: config.Effective):
                    sandbox=values["sandbox"], trace=args.trace,
                    patch=getattr(args, "patch", None), window=values["window"],
                    context=values["context"], strict=values.get("strict", False),
-                   repeat=values.get("repeat", 0))
+                   repeat=values.get("repeat", 0), env=_env(values))
+
+
+def _env(values: dict) -> dict[str, str]:
+    """-env's variables, the user's own looked up now."""
+    from golem.values import environment
+    return environment(values.get("env") or [], dict(os.environ))
 
 
 def console_style(settings: config.Effective):
@@ -411,7 +421,7 @@ def _verify_command(args: argparse.Namespace) -> int:
     values = settings.values
     options = Options(provider=ProviderConfig(name="none", model=""), dir=args.dir,
                       test=values["test"], sandbox=values["sandbox"], trace=args.trace,
-                      strict=values["strict"], repeat=values["repeat"])
+                      strict=values["strict"], repeat=values["repeat"], env=_env(values))
     style = console_style(settings)
     result_path = resolved(args.result)
     options.notes += [{"message": note} for note in settings.layers.notes]
@@ -433,7 +443,7 @@ def _pick_command(args: argparse.Namespace) -> int:
     values = settings.values
     options = Options(provider=ProviderConfig(name="none", model=""), dir=args.dir,
                       test=values["test"], sandbox=values["sandbox"], trace=args.trace,
-                      strict=values["strict"], repeat=values["repeat"])
+                      strict=values["strict"], repeat=values["repeat"], env=_env(values))
     style = console_style(settings)
     options.notes += [{"message": note} for note in settings.layers.notes]
     with Trace(options.trace, sys.stderr, style=style) as trace:

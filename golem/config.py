@@ -27,7 +27,7 @@ from typing import Any, Callable
 from golem.errors import UsageError
 from golem.values import (budget_count, choice, command, dollars, duration,  # noqa: F401
                           flag_bool, plain, positive, price, programs, provider_name, show,
-                          size, text)
+                          size, text, variables)
 
 DEFAULT_MODELS = {"openrouter": "anthropic/claude-sonnet-4.5", "openai": "gpt-4.1",
                   "anthropic": "claude-sonnet-4-5", "demo": "demo"}
@@ -77,6 +77,7 @@ SETTINGS = {s.name: s for s in (
     Setting("keep-runs", budget_count, 20, "runs kept for undo (0: no limit)", repo=False),
     Setting("keep-size", size, 1024 ** 3, "bytes the kept runs may take (0: no limit)",
             repo=False),
+    Setting("env", variables, [], "variables test runs and commands get (NAME=VALUE)"),
 )}
 SECRET_WORDS = ("key", "secret", "password", "passwd", "credential")
 
@@ -163,6 +164,11 @@ def read_files(workspace: str | None) -> Layers:
                     layers.notes.append(f"{where}: {name} is not read from a repository "
                                         "(set it in your own config or on the command line)")
                     del values[name]
+            passed = [v for v in values.get("env", []) if "=" not in v]
+            if passed:
+                layers.notes.append(f"{where}: env passes only values (NAME=VALUE), never your "
+                                    f"own variables; ignored: {', '.join(passed)}")
+                values["env"] = [v for v in values["env"] if "=" in v]
             layers.repo = values
     return layers
 

@@ -49,7 +49,8 @@ EXAMPLES = {
 WRITING = {"allow": "it runs no commands", "patch": "it changes no files",
            "test": "it runs no tests", "strict": "it gives no verdict",
            "repeat": "it gives no verdict", "goal": "it takes a QUESTION",
-           "prune": "it removes nothing", "force": "it changes no files"}
+           "prune": "it removes nothing", "force": "it changes no files",
+           "env": "it runs no commands"}
 
 
 class Parser(argparse.ArgumentParser):
@@ -142,6 +143,7 @@ def _agent_flags(parser: argparse.ArgumentParser, tests: bool = True) -> None:
               type=_value(config.programs, "PROG"),
               help="programs run_command may start (repeatable; default none)")
         _setting(parser, "sandbox", "auto|bwrap|none", "OS isolation of commands")
+        _env_flag(parser)
     else:
         _setting(parser, "sandbox", "auto|bwrap|none", "OS isolation of the test runs")
     _flag(parser, "trace", metavar="FILE", help="write the JSONL event stream here")
@@ -162,6 +164,13 @@ def _agent_flags(parser: argparse.ArgumentParser, tests: bool = True) -> None:
     _setting(parser, "context", "N", "the model's context window in tokens: older results "
              "are hidden and old turns left out before a request would pass it (0: no limit)")
     _console_flags(parser)
+
+
+def _env_flag(parser: argparse.ArgumentParser) -> None:
+    _flag(parser, "env", action="append", default=None, metavar="NAME[=VALUE][,...]",
+          type=_value(config.variables, "NAME[=VALUE]"),
+          help="variables the project needs (PYTHONPATH=src, a settings module), passed to "
+          "test runs and commands; NAME alone takes your value; never a key (repeatable)")
 
 
 def _grading_flags(parser: argparse.ArgumentParser) -> None:
@@ -242,6 +251,7 @@ def build_parser() -> Parser:
     _flag(verify, "base", required=True, metavar="REV", type=_value(config.text, "REV"),
           help="the revision to compare with")
     _setting(verify, "sandbox", "auto|bwrap|none", "OS isolation of the test runs")
+    _env_flag(verify)
     _flag(verify, "trace", metavar="FILE", help="write the JSONL event stream here")
     _flag(verify, "json", action="store_true", help="print the result as one JSON object last")
     _flag(verify, "result", metavar="FILE",
@@ -255,6 +265,7 @@ def build_parser() -> Parser:
     _flag(pick, "dir", default=".", help="the workspace, a clean checkout (default .)")
     _setting(pick, "test", "CMD", "the suite (default: detected from the repo)")
     _setting(pick, "sandbox", "auto|bwrap|none", "OS isolation of the test runs")
+    _env_flag(pick)
     _flag(pick, "print", action="store_true",
           help="print the chosen patch instead of applying it")
     _flag(pick, "trace", metavar="FILE", help="write the JSONL event stream here")

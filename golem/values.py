@@ -9,6 +9,7 @@ the same parsers, so a value means the same wherever it is given.
 from __future__ import annotations
 
 import math
+import re
 import os
 from typing import Any, Callable
 
@@ -196,3 +197,63 @@ def _bytes(count: int) -> str:
         if count >= scale:
             return f"{count / scale:.1f} {unit}".replace(".0 ", " ")
     return f"{count} B"
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# golem sets these itself for every command and test run
+OWN_VARIABLES = ("HOME", "TMPDIR", "PYTHONPYCACHEPREFIX", "PYTHONNOUSERSITE",
+                 "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV")
+
+
+def variables(value: Any) -> list[str]:
+    """`NAME=VALUE` or `NAME` items: a list, or text with commas (a piece that is neither
+    belongs to the value before it, so `A=x,y z` keeps its comma)."""
+    from golem.tools.process import SECRET_WORDS
+    items = value if isinstance(value, list) else [value]
+    found: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"give NAME=VALUE or NAME, like PYTHONPATH=src (got {item!r})")
+        pieces: list[str] = []
+        for piece in item.split(","):
+            name = piece.split("=", 1)[0].strip()
+            if pieces and ("=" in pieces[-1]) and not _NAME.fullmatch(name):
+                pieces[-1] += "," + piece
+            else:
+                pieces.append(piece)
+        for piece in pieces:
+            name, eq, text = piece.partition("=")
+            name = name.strip()
+            if not name and not eq:
+                continue
+            if not _NAME.fullmatch(name):
+                raise ValueError(f"{piece!r}: give NAME=VALUE or NAME, like PYTHONPATH=src")
+            if any(word in name.upper() for word in SECRET_WORDS):
+                raise ValueError(f"{name}: golem never passes a variable that may hold a key "
+                                 "to commands")
+            if name in OWN_VARIABLES or name.startswith("GOLEM_"):
+                raise ValueError(f"{name}: golem sets this variable itself")
+            if "\0" in text:
+                raise ValueError(f"{name}: the value holds a NUL byte")
+            found.append(f"{name}={text}" if eq else name)
+    return found
+
+
+def environment(items: list[str], environ: dict[str, str]) -> dict[str, str]:
+    """The variables `items` (of `variables`) give: NAME=VALUE as written, NAME from
+    `environ`. UsageError for a NAME that is not set, or a value that is a key's."""
+    from golem.llm import KEYS
+    keys = {environ.get(variable, "").strip() for variable, _ in KEYS.values()} - {""}
+    found = {}
+    for item in items:
+        name, eq, text = item.partition("=")
+        if not eq:
+            if name not in environ:
+                raise UsageError(f"-env {name}: it is not set in your environment; give "
+                                 f"{name}=VALUE")
+            text = environ[name]
+        if text.strip() and text.strip() in keys:
+            raise UsageError(f"-env {name}: its value is an API key; golem never passes a key "
+                             "to commands")
+        found[name] = text
+    return found

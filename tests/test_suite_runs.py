@@ -89,8 +89,8 @@ class CannotStartTest(GolemCase):
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
         code, out, err, server = self.fix_with(f"{venv}/bin/python -m pytest")
         self.assertEqual(code, 2, err)
-        self.assertIn("gives no evidence", err)
-        self.assertIn("No module named 'pytest'", err)
+        self.assertIn("the test runner cannot be imported", err)
+        self.assertIn("has no module 'pytest'", err)
         self.assertEqual(server.requests, [])
 
 

@@ -4,6 +4,7 @@ phase are made later, when the phase starts (golem/workflow/verifier/scratch.py)
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from golem.agent.budget import Budget
@@ -13,6 +14,7 @@ from golem.tools import Context, process, sandbox
 from golem.tools.workspace import Workspace
 from golem.trace import Trace
 from golem.workflow.verifier import Environment
+from golem.workflow.verifier.interpreter import activate, find_venv
 from golem.workflow.verifier.scratch import Phase
 from golem.workflow.verifier.suite import TestCommand, detect, parse_command
 
@@ -35,6 +37,7 @@ class Options:
     repeat: int = 0                 # -repeat: re-runs of each previously failing test
     undo_hint: bool = True          # say how to undo the run (not for a copy about to go)
     notes: list[dict] = field(default_factory=list)     # said after the test command
+    env: dict[str, str] = field(default_factory=dict)   # -env: variables the project needs
 
     command_timeout: float = 600.0
     suite_timeout: float = 1800.0
@@ -60,18 +63,29 @@ class Setup:
                 self.command = None     # `run` and `ask` can work without a test suite
         # HOME, TMPDIR and the bytecode cache are set per phase and per run
         self.env = process.command_env("/nonexistent", "/nonexistent",
-                                       {"PYTHONNOUSERSITE": "1"})
+                                       {**options.env, "PYTHONNOUSERSITE": "1"})
+        # the project's own virtual environment, as its developer would have it activated
+        self.venv, why = find_venv(self.workspace.root, dict(os.environ))
+        if self.venv is not None:
+            self.env = activate(self.env, self.venv)
         _, how = sandbox.wrapper(options.sandbox, self.workspace.root, ())
         self.sealed = how.startswith("bwrap")
         process.become_subreaper()
         self.verifier = Environment(options.sandbox, self.env, trace, options.suite_timeout,
-                                    options.budget.deadline)
+                                    options.budget.deadline, origin=self.workspace.root)
         self._phases: list[Phase] = []
         if self.command is not None:    # the first line of output: what defines success
             trace.emit("note", message=f"test command: {self.command.text} "
                        f"({self.command.origin}; evidence: {self.command.runner})",
                        test_command=self.command.argv, origin=self.command.origin)
         trace.emit("note", message=f"sandbox: {how}", sandbox=options.sandbox)
+        if self.command is not None and self.command.runner in ("unittest", "pytest") or \
+                self.venv is not None:
+            python = os.path.join(self.venv, "bin", "python") if self.venv else "python3 on PATH"
+            trace.emit("note", message=f"python: {python} ({why})", venv=self.venv)
+        if options.env:
+            trace.emit("note", message="environment for test runs and commands: "
+                       + ", ".join(sorted(options.env)), env_names=sorted(options.env))
         for note in options.notes:      # the price, what the configuration files said
             trace.emit("note", **note)
 

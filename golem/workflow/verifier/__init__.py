@@ -37,6 +37,7 @@ from golem.workflow.verifier import protect, repeat, scan
 from golem.workflow.verifier.grade import (Verdict, advise, judge, judge_new_tests,
                                            mark_flaky)
 from golem.workflow.verifier.interpreter import probe
+from golem.workflow.verifier.reached import never_reached
 from golem.workflow.verifier.rebuild import Copy
 from golem.workflow.verifier.scratch import Phase, cache_state, prune_recent
 from golem.workflow.verifier.snapshot import Changes, dependency_trees
@@ -55,6 +56,19 @@ class Environment:
     trace: Trace
     suite_timeout: float = 1800.0
     deadline: float | None = None       # time.monotonic() instant the whole command ends
+    origin: str = ""                    # the real workspace, where editable installs point
+
+    def relocated(self, root: str, *workspaces: str) -> dict[str, str]:
+        """The environment of a graded run in `root` standing in for `workspaces` (and the
+        real one): path entries and import hooks of editable installs that point into them
+        are moved to `root`, and nothing else in them may be read (helpers/relocate.py)."""
+        real = os.path.realpath(root)
+        tops = sorted({os.path.realpath(w) for w in (self.origin, *workspaces) if w} - {real})
+        if not tops:
+            return self.env
+        keep = [os.path.join(top, name) for top in tops
+                for name in (*_trees(top), ".git")]
+        return {**self.env, "GOLEM_RELOCATE": json.dumps({"from": tops, "keep": keep})}
 
     def timeout(self) -> float:
         """Seconds a suite run may take now: the suite timeout, cut to what is left."""
@@ -102,6 +116,13 @@ class Baseline:
     @property
     def test_files(self) -> set[str]:
         return {f for f in self.result.files.values() if f}
+
+
+def _trees(root: str) -> list[str]:
+    try:
+        return dependency_trees(root)
+    except OSError:
+        return []
 
 
 def _wrap(env: Environment, root: str, writable: tuple[str, ...], read_only=(), hidden=(),
@@ -225,13 +246,13 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
         # the suite itself never writes the cache: bound read-only, and checked after
         wrap = _wrap(env, cwd, (run.root,), (helpers, master, *read_only), (), tools)
         timeout = env.timeout()
-        result = run_suite(plan, cwd=cwd, env=env.env, run=run, helpers=helpers,
+        result = run_suite(plan, cwd=cwd, env=env.relocated(cwd), run=run, helpers=helpers,
                            timeout=timeout, wrap=wrap)
         if result.timed_out and timeout < env.suite_timeout:
             raise UsageError(f"the {label} did not finish within -wall ({timeout:.0f}s left "
                              "for it); give more time or a faster -test")
         env.trace.emit(label, summary=result.summary(), **result.to_json())
-        why = _no_evidence(result, label)
+        why = never_reached(result, plan, cwd) or _no_evidence(result, label)
         if why:
             raise UsageError(why)
         if plan.runner == "pytest":
@@ -294,8 +315,8 @@ def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, la
     wrap = _wrap(env, copy.root, (run.root,), (helpers, *cache, *copy.read_only), (workspace,),
                  baseline.tools)
     timeout = env.timeout()
-    result = run_suite(baseline.plan, cwd=copy.root, env=env.env, run=run, helpers=helpers,
-                       timeout=timeout, wrap=wrap, only=only)
+    result = run_suite(baseline.plan, cwd=copy.root, env=env.relocated(copy.root, workspace),
+                       run=run, helpers=helpers, timeout=timeout, wrap=wrap, only=only)
     if result.timed_out and timeout < env.suite_timeout:
         reason = f"the {label} ran out of -wall after {timeout:.0f}s (the time kept for it)"
         result.problem = f"{result.problem}; {reason}" if result.problem else reason

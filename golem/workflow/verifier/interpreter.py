@@ -145,3 +145,66 @@ def probe(interp: Interpreter, workspace: str, deps: list[str], env: dict[str, s
         raise UsageError(f"the test interpreter {interp.executable} cannot run in the sandbox "
                          f"({last[0][:300]})") from None
     return interp
+
+
+VENV_NAMES = (".venv", "venv")     # where uv, poetry (in-project) and `python -m venv` put it
+
+
+def _usable_venv(path: str) -> bool:
+    """A virtual environment whose python exists and can be started."""
+    python = os.path.join(path, "bin", "python")
+    return (os.path.isfile(os.path.join(path, "pyvenv.cfg")) and os.path.isfile(python)
+            and os.access(python, os.X_OK))
+
+
+def _repository_top(root: str) -> str:
+    """The top of the git checkout holding `root` (where `.git` is), else `root`."""
+    path = root
+    while True:
+        if os.path.exists(os.path.join(path, ".git")):
+            return path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return root
+        path = parent
+
+
+def find_venv(root: str, environ: dict[str, str]) -> tuple[str | None, str]:
+    """The virtual environment test commands should run in, and why: the active one
+    (`VIRTUAL_ENV`, or a conda environment), else the workspace's own (`.venv`, `venv`, the
+    directory uv's UV_PROJECT_ENVIRONMENT names, any top-level directory with a
+    `pyvenv.cfg`), else one of those at the top of the git checkout `root` is in. None when
+    there is none to activate (an active one is already on PATH)."""
+    active = environ.get("VIRTUAL_ENV") or environ.get("CONDA_PREFIX")
+    if active:
+        which = "VIRTUAL_ENV" if environ.get("VIRTUAL_ENV") else "CONDA_PREFIX"
+        return None, f"the active virtual environment ({which}={active})"
+    names = list(VENV_NAMES)
+    uv = environ.get("UV_PROJECT_ENVIRONMENT", "")
+    if uv and not os.path.isabs(uv) and "/" not in uv.strip("/"):
+        names.insert(0, uv.strip("/"))
+    try:
+        extra = sorted(e.name for e in os.scandir(root)
+                       if e.is_dir(follow_symlinks=False) and e.name not in names
+                       and os.path.isfile(os.path.join(e.path, "pyvenv.cfg")))
+    except OSError:
+        extra = []
+    for name in names + extra:
+        path = os.path.join(root, name)
+        if _usable_venv(path):
+            return path, f"the workspace's own {name}; no virtual environment is active"
+    top = _repository_top(root)
+    if top != root:
+        for name in names:
+            path = os.path.join(top, name)
+            if _usable_venv(path):
+                return path, (f"the repository's {name} at {top}; no virtual environment "
+                              "is active")
+    return None, "no virtual environment is active and the workspace has none"
+
+
+def activate(env: dict[str, str], venv: str) -> dict[str, str]:
+    """`env` as `source VENV/bin/activate` leaves it: the environment's bin first on PATH."""
+    path = env.get("PATH", "")
+    return {**env, "VIRTUAL_ENV": venv,
+            "PATH": os.path.join(venv, "bin") + (os.pathsep + path if path else "")}

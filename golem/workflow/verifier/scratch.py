@@ -29,7 +29,7 @@ from importlib import resources
 
 from golem.tools import tree
 
-HELPERS = ("evidence.py", "unittest_driver.py", "pytest_launcher.py", "pytest_plugin.py",
+HELPERS = ("evidence.py", "relocate.py", "unittest_driver.py", "pytest_launcher.py", "pytest_plugin.py",
            "node_reporter.mjs", "pytest.ini")
 
 

@@ -27,6 +27,7 @@ def main():
     evidence = _load("golem_evidence", os.path.join(here, "evidence.py"))
     plugin_module = _load("golem_pytest_plugin", os.path.join(here, "pytest_plugin.py"))
     cwd = os.path.realpath(os.getcwd())
+    _load("golem_relocate", os.path.join(here, "relocate.py")).apply(cwd)
     args = sys.argv[1:]
     if args[:1] == ["--golem-cwd"]:
         args = args[1:]

@@ -179,11 +179,20 @@ def _machinery():
     return evidence.members(("unittest",), [sys.modules[__name__], evidence])
 
 
+def _load_relocate():
+    spec = importlib.util.spec_from_file_location("golem_relocate",
+                                                  os.path.join(_here, "relocate.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main():
     args = sys.argv[1:]
     if args and args[0].startswith("--golem-only="):
         _Program.only, args = args[0].split("=", 1)[1], args[1:]
     sys.argv = ["python -m unittest", *args]
+    _load_relocate().apply(CWD)     # the copy's code, never the workspace's
     sys.path.insert(0, CWD)     # what `python -m unittest` puts first
     STREAM.emit(e="start", runner="unittest", cwd=CWD)
     evidence.watch_reads(STREAM, CWD)
