@@ -496,5 +496,146 @@ class DocumentedWorkflowTest(GolemCase):
             self.assertIsInstance(workflow["jobs"], dict, name)
 
 
+# --- golem pick on its own ------------------------------------------------------------------
+
+FIXED_CALC = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+EXTRA = {"docs/notes.txt": "notes\n", "old.txt": "to be removed\n",
+         "tools/gen.py": "print('gen')\n"}
+
+
+class PickTest(GolemCase):
+    """`golem pick` on a git checkout: base commits, whole patches, links and binaries."""
+
+    def setUp(self):
+        super().setUp()
+        self.origin = os.path.join(self.tmp, "origin")
+        os.makedirs(self.origin)
+        write_files(self.origin, {**FILES, **EXTRA})
+        git(self.origin, "init", "-q")
+        git(self.origin, "add", "-A")
+        git(self.origin, "commit", "-q", "-m", "initial")
+        self.head = git(self.origin, "rev-parse", "HEAD").strip()
+        self.count = 0
+
+    def made_with_git(self, change) -> str:
+        """The patch git writes for what `change(clone)` does to a fresh clone."""
+        self.count += 1
+        work = fresh_clone(self.origin, os.path.join(self.tmp, f"made{self.count}"))
+        change(work)
+        git(work, "add", "-A")
+        return git(work, "diff", "--cached", "--binary")
+
+    def result(self, patch: str, **fields) -> str:
+        """A job's artifacts: a result claiming VERIFIED on this base, its patch beside it."""
+        self.count += 1
+        folder = os.path.join(self.tmp, "artifacts", f"attempt-{self.count}")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "fix.patch"), "w", encoding="utf-8") as handle:
+            handle.write(patch)
+        path = os.path.join(folder, "result.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump({"verdict": "VERIFIED", "patch": "fix.patch", "attempt": f"{self.count}/3",
+                       "suspicious": [], "cost": 0.0, "base": self.head, **fields}, handle)
+        return path
+
+    def pick(self, checkout: str, *args: str):
+        code, out, err = run_cli(["pick", "-dir", checkout, "-test", "python3 -m unittest "
+                                  "discover -s tests", "-sandbox", "none", "-json", *args])
+        return code, (json.loads(out.splitlines()[-1]) if out.strip() else None), err
+
+    def fix(self, work: str) -> None:
+        write_files(work, {"calc.py": FIXED_CALC})
+
+    def test_a_result_made_on_another_commit_is_refused_in_one_line(self):
+        other = self.result(self.made_with_git(self.fix), base="1" * 40)
+        checkout = fresh_clone(self.origin, os.path.join(self.tmp, "checkout"))
+        code, report, err = self.pick(checkout, other)
+        self.assertEqual((code, report), (2, None), err)
+        self.assertEqual(err.strip().splitlines(),
+                         [f"golem: {other} was made on commit 111111111111, and {checkout} is "
+                          f"at {self.head[:12]}: check out the commit the attempts ran on"])
+        unnamed = self.result(self.made_with_git(self.fix), base=None)
+        code, report, err = self.pick(checkout, unnamed)
+        self.assertEqual(code, 2)
+        self.assertIn(f"golem: {unnamed} names no base commit", err)
+        self.assertEqual(git(checkout, "status", "--porcelain"), "")
+        # on its own base the same patch is picked
+        code, report, err = self.pick(checkout, self.result(self.made_with_git(self.fix)))
+        self.assertEqual((code, report["verdict"], report["base"]), (0, "VERIFIED", self.head),
+                         err)
+
+    def test_the_chosen_patch_carries_added_removed_renamed_files_and_modes(self):
+        def change(work):
+            self.fix(work)
+            write_files(work, {"ops/product.py": "def product(a, b):\n    return a * b\n"})
+            os.remove(os.path.join(work, "old.txt"))
+            os.rename(os.path.join(work, "docs", "notes.txt"),
+                      os.path.join(work, "docs", "notes.md"))
+            os.chmod(os.path.join(work, "tools", "gen.py"), 0o755)
+        candidate = self.result(self.made_with_git(change))
+        checkout = fresh_clone(self.origin, os.path.join(self.tmp, "checkout"))
+        chosen = os.path.join(self.tmp, "chosen.patch")
+        code, report, err = self.pick(checkout, "-patch", chosen, candidate)
+        self.assertEqual((code, report["verdict"], report["chosen_patch"]),
+                         (0, "VERIFIED", chosen), err)
+        reviewer = fresh_clone(self.origin, os.path.join(self.tmp, "reviewer"))
+        subprocess.run(["git", "apply", chosen], cwd=reviewer, check=True)
+        self.assertEqual(tree_files(reviewer), tree_files(checkout))
+        self.assertNotIn("old.txt", tree_files(reviewer))
+        self.assertIn("docs/notes.md", tree_files(reviewer))
+        self.assertIn("ops/product.py", tree_files(reviewer))
+        for root in (reviewer, checkout):
+            self.assertTrue(os.stat(os.path.join(root, "tools", "gen.py")).st_mode & 0o100)
+
+    def test_a_link_leaving_the_repository_is_refused_and_named(self):
+        def leaving(work):
+            self.fix(work)
+            os.makedirs(os.path.join(work, "ledger"))
+            os.symlink("/etc/passwd", os.path.join(work, "ledger", "passwd"))
+        def climbing(work):
+            self.fix(work)
+            os.symlink("../../..", os.path.join(work, "docs", "up"))
+        bad = self.result(self.made_with_git(leaving), attempt="1/3")
+        up = self.result(self.made_with_git(climbing), attempt="2/3")
+        inside = lambda work: (self.fix(work), os.symlink("notes.txt", os.path.join(
+            work, "docs", "latest")))
+        good = self.result(self.made_with_git(inside), attempt="3/3")
+        checkout = fresh_clone(self.origin, os.path.join(self.tmp, "checkout"))
+        code, report, err = self.pick(checkout, bad, up, good)
+        self.assertEqual((code, report["picked"]), (0, good), err)
+        why = {c["result"]: c["summary"] for c in report["candidates"]}
+        self.assertEqual(why[bad], "FAILED: refused: the patch makes a link that leaves the "
+                                   "repository: ledger/passwd -> /etc/passwd")
+        self.assertIn("docs/up -> ../../..", why[up])
+        lines = [line for line in err.splitlines() if "ledger/passwd -> /etc/passwd" in line]
+        self.assertEqual(len(lines), 1, err)
+        self.assertFalse(os.path.lexists(os.path.join(checkout, "ledger")))
+        self.assertEqual(os.readlink(os.path.join(checkout, "docs", "latest")), "notes.txt")
+        code, report, err = self.pick(fresh_clone(self.origin, os.path.join(self.tmp, "c2")),
+                                      bad)
+        self.assertEqual((code, report["verdict"]), (1, "FAILED"))
+
+    def test_binary_changes_are_named_before_they_are_applied(self):
+        blob = bytes(range(256)) * 4
+        def change(work):
+            self.fix(work)
+            os.makedirs(os.path.join(work, "assets"))
+            with open(os.path.join(work, "assets", "logo.bin"), "wb") as handle:
+                handle.write(blob)
+        candidate = self.result(self.made_with_git(change))
+        checkout = fresh_clone(self.origin, os.path.join(self.tmp, "checkout"))
+        chosen = os.path.join(self.tmp, "chosen.patch")
+        code, report, err = self.pick(checkout, "-patch", chosen, candidate)
+        self.assertEqual((code, report["binary_files"]), (0, ["assets/logo.bin"]), err)
+        named = err.index("binary file(s), verified with the rest; review them before "
+                          "committing: assets/logo.bin")
+        self.assertLess(named, err.index("applied "))
+        with open(os.path.join(checkout, "assets", "logo.bin"), "rb") as handle:
+            self.assertEqual(handle.read(), blob)
+        reviewer = fresh_clone(self.origin, os.path.join(self.tmp, "reviewer"))
+        subprocess.run(["git", "apply", chosen], cwd=reviewer, check=True)
+        self.assertEqual(tree_files(reviewer), tree_files(checkout))
+
+
 if __name__ == "__main__":
     unittest.main()
