@@ -636,6 +636,31 @@ class PickTest(GolemCase):
         subprocess.run(["git", "apply", chosen], cwd=reviewer, check=True)
         self.assertEqual(tree_files(reviewer), tree_files(checkout))
 
+    def test_a_submodule_the_tests_import_is_in_the_private_copy(self):
+        library = os.path.join(self.tmp, "mathlib")
+        write_files(library, {"mathlib/__init__.py": "def twice(x):\n    return 2 * x\n"})
+        git(library, "init", "-q")
+        git(library, "add", "-A")
+        git(library, "commit", "-q", "-m", "library")
+        write_files(self.origin, {"tests/test_vendor.py": (
+            "import os\nimport sys\nimport unittest\n\nsys.path.insert(0, os.path.join("
+            "os.path.dirname(__file__), '..', 'vendor'))\nfrom mathlib import twice\n\n\n"
+            "class VendorTest(unittest.TestCase):\n    def test_twice(self):\n"
+            "        self.assertEqual(twice(2), 4)\n")})
+        git(self.origin, "-c", "protocol.file.allow=always", "submodule", "add", "-q", library,
+            "vendor")
+        git(self.origin, "add", "-A")
+        git(self.origin, "commit", "-q", "-m", "vendor")
+        self.head = git(self.origin, "rev-parse", "HEAD").strip()
+        candidate = self.result(self.made_with_git(self.fix))
+        checkout = os.path.join(self.tmp, "checkout")
+        subprocess.run(["git", "-c", "protocol.file.allow=always", "clone", "-q",
+                        "--recurse-submodules", self.origin, checkout], check=True)
+        code, report, err = self.pick(checkout, candidate)
+        self.assertEqual((code, report["verdict"]), (0, "VERIFIED"), err)
+        self.assertNotIn("test_vendor.VendorTest.test_twice", report["still_failing"])
+        self.assertEqual(report["tests"]["after"]["counts"], {"passed": 4}, report["tests"])
+
 
 if __name__ == "__main__":
     unittest.main()

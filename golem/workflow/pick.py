@@ -169,14 +169,13 @@ def leaving_links(root: str, snap: Snapshot) -> list[str]:
     is and whose target leaves the tree (absolute, or above the root once normalized).
     Dependency trees and version-control directories are not walked."""
     found = []
-    skip = set(snap.deps) | VCS_NAMES
     for folder, dirs, files in os.walk(root):
         rel_dir = os.path.relpath(folder, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        dirs[:] = [d for d in dirs if d not in (skip if not rel_dir else VCS_NAMES)]
+        own = set() if rel_dir else set(snap.deps)      # the copy's links to the trees
         for name in [*dirs, *files]:
             full = os.path.join(folder, name)
-            if not os.path.islink(full):
+            if name in own or not os.path.islink(full):
                 continue
             rel = f"{rel_dir}/{name}" if rel_dir else name
             target = os.readlink(full)
@@ -186,6 +185,7 @@ def leaving_links(root: str, snap: Snapshot) -> list[str]:
             inside = os.path.normpath(os.path.join(rel_dir, target)).replace(os.sep, "/")
             if os.path.isabs(target) or inside == ".." or inside.startswith("../"):
                 found.append(f"{quote(rel)} -> {quote(target)}")
+        dirs[:] = [d for d in dirs if d not in own and d not in VCS_NAMES]
     return sorted(found)
 
 
