@@ -164,15 +164,16 @@ def check_bases(found: list[Candidate], here: str | None, directory: str) -> Non
                          "attempts ran on")
 
 
-def leaving_links(root: str, snap: Snapshot) -> list[str]:
+def leaving_links(root: str, snap: Snapshot, linked: list[str]) -> list[str]:
     """`path -> target` for each link under `root` that the snapshot does not hold as it
     is and whose target leaves the tree (absolute, or above the root once normalized).
-    Dependency trees and version-control directories are not walked."""
+    `linked` are the top-level names the copy itself links to the workspace; they and
+    version-control directories are not walked."""
     found = []
     for folder, dirs, files in os.walk(root):
         rel_dir = os.path.relpath(folder, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        own = set() if rel_dir else set(snap.deps)      # the copy's links to the trees
+        own = set() if rel_dir else set(linked)
         for name in [*dirs, *files]:
             full = os.path.join(folder, name)
             if name in own or not os.path.islink(full):
@@ -303,7 +304,7 @@ def _check(setup: Setup, baseline, snap: Snapshot, item: Candidate, number: int,
     if why:
         return Checked(Verdict("FAILED", f"FAILED: the patch does not apply here: {why}")), \
             copy.root
-    leaving = leaving_links(copy.root, private)
+    leaving = leaving_links(copy.root, private, copy.linked)
     if leaving:
         return Checked(Verdict("FAILED", "FAILED: refused: the patch makes a link that "
                                f"leaves the repository: {leaving[0]}")), copy.root
