@@ -661,6 +661,24 @@ class PickTest(GolemCase):
         self.assertNotIn("test_vendor.VendorTest.test_twice", report["still_failing"])
         self.assertEqual(report["tests"]["after"]["counts"], {"passed": 4}, report["tests"])
 
+    def test_a_file_too_large_for_the_chosen_patch_is_named(self):
+        blob = os.urandom(4_100_000)
+        def change(work):
+            self.fix(work)
+            with open(os.path.join(work, "data.bin"), "wb") as handle:
+                handle.write(blob)
+        candidate = self.result(self.made_with_git(change))
+        checkout = fresh_clone(self.origin, os.path.join(self.tmp, "checkout"))
+        chosen = os.path.join(self.tmp, "chosen.patch")
+        code, report, err = self.pick(checkout, "-patch", chosen, candidate)
+        self.assertEqual((code, report["binary_files"]), (0, ["data.bin"]), err)
+        self.assertIn(f"{chosen} cannot carry 1 file(s) too large for a diff, so git apply "
+                      "refuses it: data.bin", err)
+        reviewer = fresh_clone(self.origin, os.path.join(self.tmp, "reviewer"))
+        done = subprocess.run(["git", "apply", chosen], cwd=reviewer, capture_output=True)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertEqual(git(reviewer, "status", "--porcelain"), "")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -279,6 +279,11 @@ def pick(options: Options, trace: Trace, results: list[str], print_only: bool = 
         if patch_path:
             write_output(root, patch_path, chosen)
             report["chosen_patch"] = patch_path
+            whole = [rel for rel, text in checked.diffs.items() if "\nBinary files " in text]
+            if whole:   # git apply refuses the patch rather than take it in part
+                trace.emit("note", message=f"{patch_path} cannot carry {len(whole)} file(s) "
+                           "too large for a diff, so git apply refuses it: "
+                           + ", ".join(quote(p) for p in whole))
         summary = verdict.summary + f" (picked {os.path.basename(item.result)}" + \
             (f", attempt {item.attempt}" if item.attempt else "") + ")"
         verdict = Verdict(verdict.name, summary, verdict.fixed, verdict.still_failing,
