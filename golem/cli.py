@@ -437,7 +437,7 @@ def _pick_command(args: argparse.Namespace) -> int:
     from golem.workflow.setup import Options
     if not os.path.isdir(args.dir):
         raise UsageError(f"workspace directory not found: {args.dir}")
-    for flag in ("trace", "result"):
+    for flag in ("trace", "result", "patch"):
         check_output(f"-{flag}", getattr(args, flag))
     settings = settings_for(args)
     values = settings.values
@@ -447,7 +447,8 @@ def _pick_command(args: argparse.Namespace) -> int:
     style = console_style(settings)
     options.notes += [{"message": note} for note in settings.layers.notes]
     with Trace(options.trace, sys.stderr, style=style) as trace:
-        report = pick(options, trace, args.results, print_only=args.print)
+        report = pick(options, trace, args.results, print_only=args.print,
+                      patch_path=resolved(args.patch))
     if not args.json and "diff" in report:
         sys.stdout.write(report.pop("diff"))
     return finish(args, report, report["summary"], (), resolved(args.result), style)

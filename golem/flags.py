@@ -41,7 +41,8 @@ EXAMPLES = {
   golem runs -prune              # apply the retention policy now""",
     "pick": """examples:
   golem pick -dir . results/*/result.json    # each job's patch beside its result
-  golem pick -print job1/result.json job2/result.json > chosen.patch""",
+  golem pick -print job1/result.json job2/result.json > chosen.patch
+  golem pick -patch /tmp/chosen.patch results/*/result.json""",
     "config": """examples:
   golem config -dir myrepo       # what a run in myrepo would use, and why""",
 }
@@ -268,6 +269,9 @@ def build_parser() -> Parser:
     _env_flag(pick)
     _flag(pick, "print", action="store_true",
           help="print the chosen patch instead of applying it")
+    _flag(pick, "patch", metavar="FILE",
+          help="write the chosen change whole (added, removed, renamed files, modes) as a "
+               "diff `git apply` takes")
     _flag(pick, "trace", metavar="FILE", help="write the JSONL event stream here")
     _flag(pick, "json", action="store_true", help="print the result as one JSON object last")
     _flag(pick, "result", metavar="FILE",

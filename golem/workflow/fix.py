@@ -20,7 +20,7 @@ from golem.llm import Provider, preflight
 from golem.tools import default_registry, process, tree
 from golem.trace import Trace
 from golem.workflow import present, runs
-from golem.workflow.patch import diffstat, file_diffs
+from golem.workflow.patch import base_commit, diffstat, file_diffs
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import agent_scratch, grade, rebuild, run_baseline
 from golem.workflow.verifier.grade import Verdict
@@ -56,7 +56,7 @@ def base_report(setup: Setup, before: SuiteResult) -> dict:
             "claimed": "", "suspicious": [], "trace": setup.options.trace,
             "test_command": setup.command.text, "evidence": before.evidence,
             "run_id": None, "patch": None, "error": None, "flaky": [], "verified_in": None,
-            "sealed": setup.sealed}
+            "sealed": setup.sealed, "base": base_commit(setup.workspace.root)}
 
 
 def reserve_for_verification(options: Options, before: SuiteResult) -> float:

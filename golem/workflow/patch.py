@@ -18,6 +18,7 @@ import hashlib
 import os
 import re
 import stat
+import subprocess
 import zlib
 
 from golem.tools import tree
@@ -28,6 +29,23 @@ BINARY_CAP = 4_000_000
 _LINE = re.compile(rb"[^\n]*\n|[^\n]+\Z")
 _ESCAPES = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r",
             34: '\\"', 92: "\\\\"}
+
+
+def base_commit(root: str) -> str | None:
+    """The commit the checkout holding `root` is at (its HEAD), which a patch of this
+    workspace applies to; None outside a git checkout or before its first commit."""
+    env = {"PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
+           "HOME": os.devnull, "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
+           "GIT_OPTIONAL_LOCKS": "0"}
+    try:
+        done = subprocess.run(["git", "-c", "core.fsmonitor=", "rev-parse", "--verify",
+                               "--quiet", "HEAD^{commit}"], cwd=root, env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    head = done.stdout.decode("ascii", errors="replace").strip()
+    return head if done.returncode == 0 and re.fullmatch(r"[0-9a-f]{40,64}", head) else None
 
 
 def quote(name: str) -> str:

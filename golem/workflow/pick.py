@@ -10,7 +10,13 @@ After one baseline of the workspace here, each candidate in order of preference 
 with `git apply` to a private copy built from the snapshot (git refuses a path that leaves
 the copy or passes through a link), and the copy is graded through the sealed verifier, as
 `fix -attempts` grades an attempt. The first one VERIFIED is applied to the workspace
-through golem's confined writes, undoable like a fix (or, with `-print`, only printed).
+through golem's confined writes, undoable like a fix (or, with `-print`, only printed);
+`-patch FILE` writes that change whole (added, removed and renamed files, modes, links).
+
+A result names the commit its run started from (`base`); a candidate made on another commit
+than the checkout here is refused before anything runs. A candidate that adds or retargets a
+link leaving the repository is refused, and binary files a winner changes are named before
+they are applied.
 """
 
 from __future__ import annotations
@@ -27,13 +33,13 @@ from golem.tools.search import _git_env
 from golem.trace import Trace
 from golem.workflow import runs
 from golem.workflow.attempts import _private_snapshot, apply_to_workspace, check_copy
-from golem.workflow.fix import base_report
-from golem.workflow.patch import diffstat
+from golem.workflow.fix import base_report, write_output
+from golem.workflow.patch import base_commit, diffstat, quote
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import rebuild, run_baseline
 from golem.workflow.verifier.grade import Verdict
 from golem.workflow.verifier.scratch import Phase
-from golem.workflow.verifier.snapshot import Changes, Snapshot, fingerprint
+from golem.workflow.verifier.snapshot import VCS_NAMES, Changes, Snapshot, fingerprint
 
 MAX_RESULT = 16 * 1024 * 1024
 MAX_PATCH = 32 * 1024 * 1024
@@ -52,6 +58,7 @@ class Candidate:
     findings: bool = False
     cost: float = 0.0
     lines: int = 0
+    base: str | None = None
     why: str | None = None
 
     def rank(self) -> tuple:
@@ -93,6 +100,7 @@ def load(path: str) -> Candidate:
     found.claimed = text("verdict") or None
     found.attempt, found.model = text("attempt"), text("model")
     found.findings = bool(report.get("suspicious"))
+    found.base = text("base") or None
     cost = report.get("cost")
     found.cost = cost if isinstance(cost, (int, float)) and math.isfinite(cost) \
         and cost >= 0 else 0.0
@@ -135,10 +143,65 @@ def _apply(patch: str, root: str, scratch: str) -> str | None:
     return None
 
 
-def pick(options: Options, trace: Trace, results: list[str], print_only: bool = False) -> dict:
+def _short(commit: str) -> str:
+    return commit[:12]
+
+
+def check_bases(found: list[Candidate], here: str | None, directory: str) -> None:
+    """UsageError naming the first candidate made on another commit than the checkout's."""
+    for item in found:
+        if item.why or item.base == here:
+            continue
+        if item.base is None:
+            raise UsageError(f"{item.result} names no base commit, and {directory} is at "
+                             f"{_short(here)}: pick takes results made on the commit it "
+                             "applies to")
+        if here is None:
+            raise UsageError(f"{item.result} was made on commit {_short(item.base)}, and "
+                             f"{directory} is not a git checkout at any commit")
+        raise UsageError(f"{item.result} was made on commit {_short(item.base)}, and "
+                         f"{directory} is at {_short(here)}: check out the commit the "
+                         "attempts ran on")
+
+
+def leaving_links(root: str, snap: Snapshot, linked: list[str]) -> list[str]:
+    """`path -> target` for each link under `root` that the snapshot does not hold as it
+    is and whose target leaves the tree (absolute, or above the root once normalized).
+    `linked` are the top-level names the copy itself links to the workspace; they and
+    version-control directories are not walked."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        rel_dir = os.path.relpath(folder, root)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
+        own = set() if rel_dir else set(linked)
+        for name in [*dirs, *files]:
+            full = os.path.join(folder, name)
+            if name in own or not os.path.islink(full):
+                continue
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            target = os.readlink(full)
+            entry = snap.entries.get(rel)
+            if entry is not None and entry.is_link and entry.link_target == target:
+                continue
+            inside = os.path.normpath(os.path.join(rel_dir, target)).replace(os.sep, "/")
+            if os.path.isabs(target) or inside == ".." or inside.startswith("../"):
+                found.append(f"{quote(rel)} -> {quote(target)}")
+        dirs[:] = [d for d in dirs if d not in own and d not in VCS_NAMES]
+    return sorted(found)
+
+
+def binary_files(diffs: dict[str, str]) -> list[str]:
+    """The paths whose diff is binary (a `GIT binary patch`, or too large to carry)."""
+    return [rel for rel, text in diffs.items()
+            if "\nGIT binary patch\n" in text or "\nBinary files " in text]
+
+
+def pick(options: Options, trace: Trace, results: list[str], print_only: bool = False,
+         patch_path: str | None = None) -> dict:
     """Re-verify the candidates in order of preference; apply (or print) the first that
-    verifies. Returns the `-json` object with `exit_code`."""
+    verifies, and write it to `patch_path`. Returns the `-json` object with `exit_code`."""
     found = [load(path) for path in results]
+    check_bases(found, base_commit(os.path.realpath(options.dir)), options.dir)
     for item in found:
         if item.why:
             trace.emit("note", message=f"{item.result}: no candidate: {item.why}")
@@ -149,7 +212,8 @@ def pick(options: Options, trace: Trace, results: list[str], print_only: bool = 
                                 cache=lambda interp: runs.cache_for(interp, root))
         setup.keep(baseline.phase)
         report = base_report(setup, baseline.result)
-        report.update(candidates=[], picked=None, changed_files=[])
+        report.update(candidates=[], picked=None, changed_files=[], binary_files=[],
+                      chosen_patch=None)
         if baseline.result.passed:
             summary = "ALREADY_GREEN: the suite passes here before any patch; nothing to pick"
             trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
@@ -187,9 +251,16 @@ def pick(options: Options, trace: Trace, results: list[str], print_only: bool = 
                                          for p, r in grading.protected])
         report["tests"]["after"] = grading.after.to_json() if grading.after else None
         verdict = checked.verdict
+        chosen = "".join(checked.diffs.values())
+        binary = binary_files(checked.diffs)
+        if binary:      # named before anything is applied or written
+            report["binary_files"] = binary
+            trace.emit("note", message=f"the picked change holds {len(binary)} binary "
+                       f"file(s), verified with the rest; review them before committing: "
+                       + ", ".join(quote(p) for p in binary), binary_files=binary)
         if print_only:
             runs.finish_run(run_dir, Changes([], [], []), {})
-            report["diff"] = "".join(checked.diffs.values())
+            report["diff"] = chosen
         else:
             try:
                 applied = apply_to_workspace(root, copy_root, snap, checked.changes,
@@ -205,6 +276,14 @@ def pick(options: Options, trace: Trace, results: list[str], print_only: bool = 
             report["changed_files"] = applied.all
             trace.emit("note", message=f"applied {item.patch}: `golem undo {run_id}` puts "
                        "the workspace back")
+        if patch_path:
+            write_output(root, patch_path, chosen)
+            report["chosen_patch"] = patch_path
+            whole = [rel for rel, text in checked.diffs.items() if "\nBinary files " in text]
+            if whole:   # git apply refuses the patch rather than take it in part
+                trace.emit("note", message=f"{patch_path} cannot carry {len(whole)} file(s) "
+                           "too large for a diff, so git apply refuses it: "
+                           + ", ".join(quote(p) for p in whole))
         summary = verdict.summary + f" (picked {os.path.basename(item.result)}" + \
             (f", attempt {item.attempt}" if item.attempt else "") + ")"
         verdict = Verdict(verdict.name, summary, verdict.fixed, verdict.still_failing,
@@ -230,6 +309,10 @@ def _check(setup: Setup, baseline, snap: Snapshot, item: Candidate, number: int,
     if why:
         return Checked(Verdict("FAILED", f"FAILED: the patch does not apply here: {why}")), \
             copy.root
+    leaving = leaving_links(copy.root, private, copy.linked)
+    if leaving:
+        return Checked(Verdict("FAILED", "FAILED: refused: the patch makes a link that "
+                               f"leaves the repository: {leaving[0]}")), copy.root
     checked = check_copy(setup, baseline, snap, private, copy.root, setup.verifier,
                          list(snap.deps), options)
     return checked, copy.root
