@@ -538,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
             except (KeyboardInterrupt, Abort):
                 signals.kill_strays()
                 raise
+            finally:
+                from golem.workflow import runs
+                runs.release_all()      # the command's runs have ended, however it ended
     except (UsageError, Abort) as exc:
         print(f"golem: {printable(str(exc), newlines=False)}", file=sys.stderr)
         return 2

@@ -96,9 +96,11 @@ def runs(args: argparse.Namespace) -> int:
     for row in table:
         print("  ".join(printable(str(v), newlines=False).ljust(w)
                         for v, w in zip(row, widths)).rstrip())
-    total = retention.total_bytes(found)
-    print(f"{len(rows)} run(s), {config.show('keep-size', total) if total else '0 B'} in "
-          f"{_state()}; {policy}", file=sys.stderr)
+    kept = retention.footprint(found)
+    size = lambda n: config.show("keep-size", n) if n else "0 B"      # noqa: E731
+    print(f"{len(rows)} run(s), {size(kept.total)} in {_state()} (runs {size(kept.runs)}, "
+          f"content store {size(kept.store)} of which {size(kept.unreferenced)} no run "
+          f"refers to, bytecode cache {size(kept.pycache)}); {policy}", file=sys.stderr)
     return 0
 
 
@@ -114,7 +116,7 @@ def _when(seconds: float) -> str:
 def _verdict(run) -> str:
     if run.damaged:
         return "(damaged)"
-    text = run.verdict or ("(running)" if run.in_progress else "(unfinished)")
+    text = run.verdict or ("(running)" if run.in_progress else "(interrupted)")
     return text + (" (undone)" if run.undone else "")
 
 
