@@ -37,7 +37,21 @@ def settings_for(args: argparse.Namespace) -> config.Effective:
     if flags.get("allow") is not None:
         flags["allow"] = [p for group in flags["allow"] for p in group]
     workspace = args.dir if os.path.isdir(args.dir) else None
-    return config.resolve(flags, workspace, names)
+    replay = getattr(args, "replay", None)
+    recorded: dict[str, str] = {}
+    if replay and os.path.isfile(replay):
+        # a replay asks for what was recorded, unless a flag says otherwise
+        from golem.llm.recording import recorded_identity
+        provider, model = recorded_identity(replay)
+        from golem.llm import PROVIDERS
+        provider = provider if provider in PROVIDERS else None
+        for name, value in (("provider", provider), ("model", model)):
+            if name in names and value and flags.get(name) is None:
+                flags[name] = recorded[name] = value
+    settings = config.resolve(flags, workspace, names)
+    for name in recorded:
+        settings.origins[name] = f"-replay {replay}"
+    return settings
 
 
 def provider_config(settings: config.Effective, args: argparse.Namespace) -> ProviderConfig:
