@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import json
 import os
+import shutil
 import signal
 import sys
 import unicodedata
@@ -127,6 +128,15 @@ def check_output(flag: str, path: str | None) -> None:
         raise UsageError(f"{flag} {path}: the directory {parent} is not writable")
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise UsageError(f"{flag} {path}: the file is not writable")
+    # what permissions cannot tell (a file system that takes no new files, such as /proc):
+    # golem writes its outputs through a fresh file beside them, so try making one now
+    probe = os.path.join(parent, f".{os.path.basename(path)[:100]}.golem-probe-{os.getpid()}")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write a file in {parent} "
+                         f"({exc.strerror or exc})") from None
 
 
 def _options(args: argparse.Namespace, settings: config.Effective):
@@ -141,6 +151,14 @@ def _options(args: argparse.Namespace, settings: config.Effective):
         raise UsageError(f"cannot read recording {replay}: no readable file there (write "
                          "one with -record FILE)")
     values = settings.values
+    if values.get("quiet") and values.get("verbose"):
+        raise UsageError(f"-quiet ({settings.origin('quiet')}) and -verbose "
+                         f"({settings.origin('verbose')}) contradict each other; keep one")
+    for program in values.get("allow") or []:
+        if shutil.which(program) is None:
+            where = "-allow" if settings.origin("allow") == "flag" else settings.origin("allow")
+            raise UsageError(f"{where}: no program {program!r} on PATH; run_command could "
+                             "never start it")
     budget = Budget(steps=values["steps"], tokens=values["tokens"], wall=values["wall"],
                     cost=values["cost"])
     return Options(provider=provider_config(settings, args), dir=args.dir,
@@ -263,6 +281,9 @@ def _attempt_plan(args: argparse.Namespace) -> dict | None:
                          "and -attempt")
     if single and attempts != 1:
         raise UsageError("-attempt K/N runs one attempt; leave out -attempts")
+    if args.models and attempts == 1 and not single:
+        raise UsageError("-models names the models of several attempts: add -attempts N "
+                         "(or give one model with -model)")
     if not (escalate or attempts > 1 or single or args.models or args.first):
         return None
     from golem.workflow.attempts import parse_models
