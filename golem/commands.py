@@ -129,6 +129,16 @@ def show_config(args: argparse.Namespace) -> int:
     from golem.workflow.runs import state_dir
     rows = [(name, config.show(name, settings[name]), settings.origin(name))
             for name in config.SETTINGS]
+    if settings["test"] is None:
+        # what `fix` would run, found the way it finds it
+        from golem.workflow.verifier.suite import detect
+        try:
+            found = detect(os.path.realpath(args.dir))
+            shown = (found.text, found.origin)
+        except UsageError:
+            shown = ("(none)", "nothing to detect it from: fix needs -test")
+        rows = [("test", *shown) if name == "test" else (name, value, origin)
+                for name, value, origin in rows]
     provider = settings["provider"]
     pricing = prices.choose(provider, settings["model"], settings["base-url"], settings["price"])
     rows.append(("cost source", pricing.source, pricing.note.removeprefix("price: ")
