@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import json
 import os
+import shutil
 import signal
 import sys
 import unicodedata
@@ -41,7 +42,21 @@ def settings_for(args: argparse.Namespace) -> config.Effective:
     if flags.get("env") is not None:
         flags["env"] = [v for group in flags["env"] for v in group]
     workspace = args.dir if os.path.isdir(args.dir) else None
-    return config.resolve(flags, workspace, names)
+    replay = getattr(args, "replay", None)
+    recorded: dict[str, str] = {}
+    if replay and os.path.isfile(replay):
+        # a replay asks for what was recorded, unless a flag says otherwise
+        from golem.llm.recording import recorded_identity
+        provider, model = recorded_identity(replay)
+        from golem.llm import PROVIDERS
+        provider = provider if provider in PROVIDERS else None
+        for name, value in (("provider", provider), ("model", model)):
+            if name in names and value and flags.get(name) is None:
+                flags[name] = recorded[name] = value
+    settings = config.resolve(flags, workspace, names)
+    for name in recorded:
+        settings.origins[name] = f"-replay {replay}"
+    return settings
 
 
 def provider_config(settings: config.Effective, args: argparse.Namespace) -> ProviderConfig:
@@ -117,6 +132,15 @@ def check_output(flag: str, path: str | None) -> None:
         raise UsageError(f"{flag} {path}: the directory {parent} is not writable")
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise UsageError(f"{flag} {path}: the file is not writable")
+    # what permissions cannot tell (a file system that takes no new files, such as /proc):
+    # golem writes its outputs through a fresh file beside them, so try making one now
+    probe = os.path.join(parent, f".{os.path.basename(path)[:100]}.golem-probe-{os.getpid()}")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write a file in {parent} "
+                         f"({exc.strerror or exc})") from None
 
 
 def _options(args: argparse.Namespace, settings: config.Effective):
@@ -131,6 +155,14 @@ def _options(args: argparse.Namespace, settings: config.Effective):
         raise UsageError(f"cannot read recording {replay}: no readable file there (write "
                          "one with -record FILE)")
     values = settings.values
+    if values.get("quiet") and values.get("verbose"):
+        raise UsageError(f"-quiet ({settings.origin('quiet')}) and -verbose "
+                         f"({settings.origin('verbose')}) contradict each other; keep one")
+    for program in values.get("allow") or []:
+        if shutil.which(program) is None:
+            where = "-allow" if settings.origin("allow") == "flag" else settings.origin("allow")
+            raise UsageError(f"{where}: no program {program!r} on PATH; run_command could "
+                             "never start it")
     budget = Budget(steps=values["steps"], tokens=values["tokens"], wall=values["wall"],
                     cost=values["cost"])
     return Options(provider=provider_config(settings, args), dir=args.dir,
@@ -259,6 +291,9 @@ def _attempt_plan(args: argparse.Namespace) -> dict | None:
                          "and -attempt")
     if single and attempts != 1:
         raise UsageError("-attempt K/N runs one attempt; leave out -attempts")
+    if args.models and attempts == 1 and not single:
+        raise UsageError("-models names the models of several attempts: add -attempts N "
+                         "(or give one model with -model)")
     if not (escalate or attempts > 1 or single or args.models or args.first):
         return None
     from golem.workflow.attempts import parse_models
@@ -549,6 +584,9 @@ def main(argv: list[str] | None = None) -> int:
             except (KeyboardInterrupt, Abort):
                 signals.kill_strays()
                 raise
+            finally:
+                from golem.workflow import runs
+                runs.release_all()      # the command's runs have ended, however it ended
     except (UsageError, Abort) as exc:
         print(f"golem: {printable(str(exc), newlines=False)}", file=sys.stderr)
         return 2

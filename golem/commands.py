@@ -96,9 +96,11 @@ def runs(args: argparse.Namespace) -> int:
     for row in table:
         print("  ".join(printable(str(v), newlines=False).ljust(w)
                         for v, w in zip(row, widths)).rstrip())
-    total = retention.total_bytes(found)
-    print(f"{len(rows)} run(s), {config.show('keep-size', total) if total else '0 B'} in "
-          f"{_state()}; {policy}", file=sys.stderr)
+    kept = retention.footprint(found)
+    size = lambda n: config.show("keep-size", n) if n else "0 B"      # noqa: E731
+    print(f"{len(rows)} run(s), {size(kept.total)} in {_state()} (runs {size(kept.runs)}, "
+          f"content store {size(kept.store)} of which {size(kept.unreferenced)} no run "
+          f"refers to, bytecode cache {size(kept.pycache)}); {policy}", file=sys.stderr)
     return 0
 
 
@@ -114,7 +116,7 @@ def _when(seconds: float) -> str:
 def _verdict(run) -> str:
     if run.damaged:
         return "(damaged)"
-    text = run.verdict or ("(running)" if run.in_progress else "(unfinished)")
+    text = run.verdict or ("(running)" if run.in_progress else "(interrupted)")
     return text + (" (undone)" if run.undone else "")
 
 
@@ -127,6 +129,16 @@ def show_config(args: argparse.Namespace) -> int:
     from golem.workflow.runs import state_dir
     rows = [(name, config.show(name, settings[name]), settings.origin(name))
             for name in config.SETTINGS]
+    if settings["test"] is None:
+        # what `fix` would run, found the way it finds it
+        from golem.workflow.verifier.suite import detect
+        try:
+            found = detect(os.path.realpath(args.dir))
+            shown = (found.text, found.origin)
+        except UsageError:
+            shown = ("(none)", "nothing to detect it from: fix needs -test")
+        rows = [("test", *shown) if name == "test" else (name, value, origin)
+                for name, value, origin in rows]
     provider = settings["provider"]
     pricing = prices.choose(provider, settings["model"], settings["base-url"], settings["price"])
     rows.append(("cost source", pricing.source, pricing.note.removeprefix("price: ")

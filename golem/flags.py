@@ -46,12 +46,18 @@ EXAMPLES = {
     "config": """examples:
   golem config -dir myrepo       # what a run in myrepo would use, and why""",
 }
-# flags a read-only command refuses by name, with the reason
+# flags `golem ask`, which only reads, refuses by name, with the reason
 WRITING = {"allow": "it runs no commands", "patch": "it changes no files",
            "test": "it runs no tests", "strict": "it gives no verdict",
            "repeat": "it gives no verdict", "goal": "it takes a QUESTION",
            "prune": "it removes nothing", "force": "it changes no files",
            "env": "it runs no commands"}
+# the reason where another command refuses the same flag for a reason of its own
+REFUSED = {("fix", "goal"): "its goal is the failing suite; for a free-form goal use "
+                            "golem run -goal TEXT",
+           ("run", "patch"): "it writes no patch (its changes stay in the workspace, and "
+                             "golem undo puts them back)",
+           ("run", "strict"): "it gives no verdict", ("run", "repeat"): "it gives no verdict"}
 
 
 class Parser(argparse.ArgumentParser):
@@ -80,7 +86,10 @@ def _one_line(message: str, prog: str) -> str:
         names, _, what = message[len("argument "):].partition(": ")
         return f"{names.split('/')[0]}: {what}"
     if message.startswith("the following arguments are required: "):
-        missing = ", ".join(n.split("/")[0] for n in message.split(": ", 1)[1].split(", "))
+        names = [n.split("/")[0] for n in message.split(": ", 1)[1].split(", ")]
+        # a positional argument is named as the usage line names it (QUESTION, RESULT)
+        missing = ", ".join(n if n.startswith("-") else "a " + n.rstrip(".").upper()
+                            for n in names)
         return f"golem {command} needs {missing} (see {see})"
     return f"{message} (see {see})"
 
@@ -316,6 +325,13 @@ def subparser(parser: Parser, name: str) -> Parser:
     raise KeyError(name)
 
 
+def _commands(parser: Parser) -> list[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
+
+
 def flag_names(parser: argparse.ArgumentParser) -> set[str]:
     """Every flag `parser` takes, by its one-dash name."""
     return {opt for action in parser._actions for opt in action.option_strings
@@ -332,9 +348,20 @@ def unknown(parser: Parser, command: str | None, extras: list[str]) -> UsageErro
                           f"{command or ''})".replace(" )", ")"))
     bare = name.lstrip("-")
     own = flag_names(subparser(parser, command)) if command else flag_names(parser)
-    if command and bare in WRITING and f"-{bare}" not in own:
+    if command and f"-{bare}" not in own and (command, bare) in REFUSED:
+        return UsageError(f"-{bare} does not apply to golem {command}: "
+                          f"{REFUSED[command, bare]} (see golem help {command})")
+    if command == "ask" and bare in WRITING and f"-{bare}" not in own:
         return UsageError(f"-{bare} does not apply to golem {command}: "
                           f"{WRITING[bare]} (see golem help {command})")
+    if command:
+        # a flag of another command: name that command rather than a look-alike flag here
+        owners = [name for name in _commands(parser)
+                  if name != command and f"-{bare}" in flag_names(subparser(parser, name))]
+        if owners:
+            takes = "takes" if len(owners) == 1 else "take"
+            return UsageError(f"-{bare} is not a flag of golem {command}; golem "
+                              f"{', '.join(owners)} {takes} it (see golem help {owners[0]})")
     close = difflib.get_close_matches(f"-{bare}", sorted(own), n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
     where = f"golem {command}" if command else "golem"

@@ -123,3 +123,14 @@ class Precedence(GolemCase):
             self.assertIn(name, names)
         self.assertIn("OPENROUTER_API_KEY set", out)
         self.assertNotIn("sk-or-very-secret", out + err)
+
+    def test_config_shows_the_test_command_fix_would_detect(self):
+        code, out, err = run_cli(["config", "-dir", self.repo, "-json"])
+        self.assertEqual(code, 0, err)
+        test = json.loads(out)["settings"]["test"]
+        self.assertEqual(test, {"value": "python3 -m unittest discover -s tests",
+                                "from": "detected: tests/ directory"})
+        empty = os.path.join(self.tmp, "empty")
+        os.mkdir(empty)
+        code, out, err = run_cli(["config", "-dir", empty, "-json"])
+        self.assertEqual(json.loads(out)["settings"]["test"]["value"], "(none)")

@@ -136,6 +136,30 @@ class OutputPaths(StartCase):
                 self.assertNothingRan()
 
 
+class WallTooSmall(StartCase):
+    def test_a_wall_that_leaves_the_model_nothing_is_a_usage_error_not_a_verdict(self):
+        # a baseline of about two seconds: with -wall 6s, half is kept for the verification,
+        # and the rest goes to golem's start and the baseline
+        slow = {"calc.py": "import time\ntime.sleep(2)\n\ndef add(a, b):\n    return a - b\n",
+                "tests/test_calc.py": "import unittest\nfrom calc import add\n\n\n"
+                "class T(unittest.TestCase):\n    def test_add(self):\n"
+                "        self.assertEqual(add(2, 3), 5)\n"}
+        repo = make_repo(self.tmp, slow)
+        server = self.serve([chat("nothing to do")])
+        code, out, err = run_cli(["fix", "-dir", repo, "-test", TEST_CMD, "-provider",
+                                  "openai", "-base-url", server.url, "-sandbox", "none",
+                                  "-wall", "6s"])
+        self.assertEqual(code, 2, err)
+        self.assertEqual(out, "")
+        self.assertEqual(server.requests, [])
+        # under heavy load the baseline itself may not fit: a usage error naming -wall too
+        self.assertRegex(err.splitlines()[-1], r"^golem: (-wall 6s leaves no time for the "
+                                               r"model: the baseline took [\d.]+s and 3.0s are "
+                                               r"kept for the verification; give -wall \d+s "
+                                               r"or more|the baseline did not finish within "
+                                               r"-wall)")
+
+
 class PreflightRuns(StartCase):
     """The preflight against a loopback server: what it sends, and what each answer does."""
 

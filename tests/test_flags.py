@@ -50,8 +50,23 @@ class Mistakes(GolemCase):
         self.refused("ask", "-allow", "ls", "what?", says="-allow does not apply to golem ask")
         self.refused("ask", "-patch", "x.diff", "what?", says="it changes no files")
         self.refused("ask", "-test", "true", "what?", says="it runs no tests")
-        self.refused("runs", "-force", says="does not apply to golem runs")
-        self.refused("config", "-steps", "3", says="unknown flag -steps for golem config")
+        self.refused("runs", "-force", says="-force is not a flag of golem runs; golem undo "
+                                            "takes it")
+        self.refused("config", "-steps", "3", says="-steps is not a flag of golem config; "
+                                                   "golem fix, run, ask take it")
+
+    def test_each_refusal_says_what_is_true(self):
+        fix = ["fix", "-dir", self.repo, "-test", TEST_CMD]
+        self.refused("fix", "-goal", "x", says="for a free-form goal use golem run -goal")
+        self.refused("run", "-goal", "y", "-patch", "x", says="golem undo puts them back")
+        self.refused("fix", "-base", "HEAD", says="golem verify takes it")
+        self.refused("ask", says="golem ask needs a QUESTION")
+        self.refused(*fix, "-models", "a,b", says="add -attempts N")
+        self.refused(*fix, "-quiet", "-verbose", says="contradict each other")
+        self.refused(*fix, "-allow", "nosuchprog-golem", says="no program 'nosuchprog-golem'")
+        for flag in ("-patch", "-result", "-trace"):
+            self.refused(*fix, flag, "/proc/golem-x.out", says=f"{flag} /proc/golem-x.out: "
+                                                              "cannot write a file in /proc")
 
     def test_unknown_command_flag_and_argument(self):
         self.refused("fxi", says="did you mean 'fix'?")

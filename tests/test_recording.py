@@ -122,6 +122,36 @@ class RecordThenReplay(GolemCase):
         self.assertEqual(traced_calls(second), traced_calls(first))
         self.assertEqual(len(traced_calls(first)), 6)
 
+    def test_a_replay_takes_provider_and_model_from_the_recording_and_ignores_timings(self):
+        recording = os.path.join(self.tmp, "run.record.jsonl")
+        repo = copy_example(os.path.join(self.tmp, "a"))
+        with ProviderServer(demo_replies()) as server:
+            code, out, err = run_cli(fix_args(repo, self.trace, "-base-url", server.url,
+                                              "-model", "recorded-model-7", "-record",
+                                              recording), {"OPENAI_API_KEY": KEY})
+        self.assertEqual(code, 0, err)
+        # the suite's own timings and temporary names change from run to run
+        with open(recording, encoding="utf-8") as handle:
+            self.assertRegex(handle.read(), r"Ran \d+ tests? in \d+\.\d+s")
+        shutil.rmtree(repo)     # replayed where it was recorded: only the volatile differs
+        repo = copy_example(os.path.join(self.tmp, "a"))
+        trace = os.path.join(self.tmp, "replay.jsonl")
+        args = [a for a in fix_args(repo, trace, "-replay", recording)
+                if a not in ("-provider", "openai")]
+        code, out, err = run_cli(args, {"GOLEM_PROVIDER": None, "GOLEM_MODEL": None})
+        self.assertEqual((code, last_json(out)["verdict"]), (0, "VERIFIED"), err)
+        self.assertNotIn("differs from the recording", err)
+        start = next(e for e in read_trace(trace) if e["event"] == "run_start")
+        self.assertEqual((start["provider"], start["model"]), ("openai", "recorded-model-7"))
+
+    def test_masking_keeps_real_differences(self):
+        from golem.llm.recording import masked
+        self.assertEqual(masked("Ran 10 tests in 0.004s"), masked("Ran 10 tests in 1.250s"))
+        self.assertNotEqual(masked("Ran 10 tests in 0.004s"), masked("Ran 11 tests in 0.004s"))
+        self.assertEqual(masked("/tmp/golem-base-ab12cd34/x.py"),
+                         masked("/tmp/golem-base-zz99yy88/x.py"))
+        self.assertNotEqual(masked("assert 3 == 4"), masked("assert 3 == 5"))
+
     def test_failures_and_retries_are_replayed_without_waiting(self):
         repo = make_repo(self.tmp)
         recording = os.path.join(self.tmp, "retry.jsonl")

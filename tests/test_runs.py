@@ -8,10 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 
-from tests.fixtures import (BUGGY, BUGGY_CALC, FIX_EDIT, FIXED_CALC, GolemCase, last_json,
-                            make_repo, read, run_cli, write_files)
+from tests.fixtures import (BUGGY, BUGGY_CALC, FIX_EDIT, FIXED_CALC, REPO_ROOT, GolemCase,
+                            last_json, make_repo, read, run_cli, write_files)
 from tests.provider_server import chat
 
 BIG = "".join(f"line {i:07d} of a large file that no run changes\n" for i in range(40_000))
@@ -149,14 +152,90 @@ class Runs(GolemCase):
         code, out, err = run_cli(["runs", "-prune", "-json"])
         self.assertEqual([r["id"] for r in json.loads(out)], [newest])
 
+    def another_golem(self, repo: str) -> tuple[subprocess.Popen, str]:
+        """A run begun by another golem process, still going until the process ends."""
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys\nfrom golem.workflow import runs\n"
+             "print(runs.new_run(sys.argv[1])[0], flush=True)\nsys.stdin.read()", repo],
+            cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(proc.stdin.close)
+        return proc, proc.stdout.readline().strip()
+
     def test_an_unfinished_run_of_another_golem_is_never_pruned(self):
         repo = make_repo(self.tmp)
-        from golem.workflow import runs
-        running, _ = runs.new_run(repo, "fix")          # started, not ended
+        proc, running = self.another_golem(repo)
         for _ in range(2):
             write_files(repo, {"calc.py": BUGGY_CALC})
             self.goal(repo)
         self.policy("keep-runs = 1\n")
         code, out, err = run_cli(["runs", "-prune", "-json"])
-        self.assertIn(running, [r["id"] for r in json.loads(out)])
-        self.assertEqual(len(json.loads(out)), 2)
+        rows = {r["id"]: r for r in json.loads(out)}
+        self.assertIn(running, rows)
+        self.assertEqual(rows[running]["verdict"], "(running)")
+        self.assertEqual(len(rows), 2)
+
+    def test_a_run_whose_process_died_is_interrupted_and_pruned_like_any_other(self):
+        repo = make_repo(self.tmp)
+        proc, killed = self.another_golem(repo)
+        os.kill(proc.pid, signal.SIGKILL)       # no chance to record an end
+        proc.wait()
+        rows = {r["id"]: r for r in self.listed()}
+        self.assertEqual(rows[killed]["verdict"], "(interrupted)")
+        write_files(repo, {"calc.py": BUGGY_CALC})
+        newest = self.goal(repo)["run_id"]
+        self.policy("keep-runs = 1\n")
+        code, out, err = run_cli(["runs", "-prune", "-json"])
+        self.assertEqual([r["id"] for r in json.loads(out)], [newest])
+        self.assertIn("pruned 1 run(s)", err)
+
+    def test_undo_is_refused_while_the_run_is_still_going(self):
+        repo = make_repo(self.tmp)
+        proc, running = self.another_golem(repo)
+        code, out, err = run_cli(["undo", running])
+        self.assertEqual(code, 2)
+        self.assertIn(f"run {running} is still going", err)
+        proc.stdin.close()
+        proc.wait()
+        code, out, err = run_cli(["undo", running])
+        self.assertNotIn("still going", err)
+
+    def test_undo_of_a_file_already_put_back_by_hand_is_done_not_kept(self):
+        repo = make_repo(self.tmp)
+        report = self.goal(repo)
+        write_files(repo, {"calc.py": BUGGY_CALC})      # the user reverted it already
+        code, out, err = run_cli(["undo", "-dir", repo])
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("kept", err)
+        self.assertIn(f"undid run {report['run_id']}: 0 path(s) put back", out)
+        self.assertEqual(read(os.path.join(repo, "calc.py")), BUGGY_CALC)
+
+    def test_runs_counts_and_prune_frees_everything_golem_keeps(self):
+        repos = [make_repo(self.tmp, {**BUGGY, "own.txt": f"only in repo {i}\n" * 5000},
+                           name=f"repo{i}") for i in range(2)]
+        for repo in repos:      # each fix keeps a bytecode cache for its workspace
+            server = self.serve([chat(tool_calls=[FIX_EDIT]), chat("add adds now.")])
+            code, out, err, report = self.fix(repo, server)
+            self.assertEqual(report["verdict"], "VERIFIED", err)
+        caches = os.listdir(os.path.join(self.state, "pycache"))
+        self.assertEqual(len([n for n in caches if n.endswith(".owner")]), 2, caches)
+        # a stored file no run refers to, as a run killed mid-snapshot leaves
+        orphan = os.path.join(self.state, "store", "0" * 64)
+        write_files(os.path.dirname(orphan), {os.path.basename(orphan): "x" * 300_000})
+        code, out, err = run_cli(["runs"])
+        self.assertEqual(code, 0, err)
+        self.assertRegex(err, r"content store [\d.]+ [KM]i?B of which [\d.]+ [KM]i?B no run "
+                              r"refers to, bytecode cache [\d.]+ [KM]i?B")
+        self.policy("keep-runs = 1\n")
+        code, out, err = run_cli(["runs", "-prune", "-json"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(json.loads(out)), 1)
+        self.assertFalse(os.path.exists(orphan))      # no run is going: no grace needed
+        kept = json.loads(out)[0]["workspace"]
+        left = os.listdir(os.path.join(self.state, "pycache"))
+        owners = [json.loads(read(os.path.join(self.state, "pycache", n)))["workspace"]
+                  for n in left if n.endswith(".owner")]
+        self.assertEqual(set(owners), {kept})      # the forgotten workspace's cache is gone
+        self.assertEqual(len([n for n in left if not n.endswith((".owner", ".state"))]),
+                         len(owners))

@@ -1136,6 +1136,7 @@ class UndoTest(TempCase):
                                        "tool.sh"])
         if record:
             runs.finish_run(path, changes, after)
+        runs.release_all()      # the run's command has ended (killed, where not recorded)
         self.assertTrue(path.startswith(os.path.join(self.base, "state", "runs")))
         self.assertEqual(os.path.basename(path), run_id)
         return path

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit
@@ -38,8 +39,9 @@ class Recorder:
     instant = False
 
     def __init__(self, path: str, secrets: Iterable[str] = (),
-                 inner: Transport = urllib_transport):
+                 inner: Transport = urllib_transport, provider: str | None = None):
         self.path = path
+        self.provider = provider        # kept with each exchange, so a replay needs no flag
         self.secrets = [str(s) for s in secrets if s]
         self._inner = inner
         try:
@@ -60,6 +62,8 @@ class Recorder:
     def __call__(self, url: str, payload: bytes, headers: dict[str, str], budget: float,
                  max_bytes: int) -> tuple[int, dict[str, str], bytes]:
         request = {"path": urlsplit(url).path, "body": _decode(payload)}
+        if self.provider:
+            request["provider"] = self.provider
         secrets = self.secrets + _header_secrets(headers)
         try:
             status, reply_headers, raw = self._inner(url, payload, headers, budget, max_bytes)
@@ -146,8 +150,44 @@ def transport_for(config: Any) -> Transport | None:
                 config.on_event(kind, info)
         return Replayer(config.replay, strict=config.replay_strict, on_event=on_event)
     if config.record:
-        return Recorder(config.record, secrets=[config.api_key] if config.api_key else [])
+        return Recorder(config.record, secrets=[config.api_key] if config.api_key else [],
+                        provider=config.name)
     return None
+
+
+def recorded_identity(path: str) -> tuple[str | None, str | None]:
+    """(provider, model) the recording at `path` was made with, so a replay asks for the same
+    ones without being told: the provider as recorded (older recordings: from the endpoint
+    and the model's form), the model from the first request; None where it does not say."""
+    try:
+        first = _load(path)[0]["request"]
+    except (UsageError, IndexError):
+        return None, None
+    body = first.get("body") if isinstance(first.get("body"), dict) else {}
+    model = body.get("model") if isinstance(body.get("model"), str) and body["model"] else None
+    provider = first.get("provider") if isinstance(first.get("provider"), str) else None
+    if provider is None:
+        where = str(first.get("path", ""))
+        if where.endswith("/messages"):
+            provider = "anthropic"
+        elif where.endswith("/chat/completions"):
+            provider = "openrouter" if model and "/" in model else "openai"
+    return provider, model
+
+
+# numbers that change from one run of the same conversation to the next (how long the tests
+# took, temporary names, run ids, addresses): masked before requests are compared
+_VOLATILE = re.compile(
+    r"\b\d+(?:\.\d+)?\s?(?:s|ms|us|sec|secs|seconds?)\b"       # durations
+    r"|\b\d{8}-\d{6}-[0-9a-f]{6}\b"                               # run ids
+    r"|\b0x[0-9a-fA-F]{4,}\b"                                     # addresses
+    r"|(?<=[/_-])(?:tmp|golem-[a-z]+-)[A-Za-z0-9_]{6,}"               # temporary names
+    r"|(?<=/tmp/)[A-Za-z0-9_.-]{8,}")
+
+
+def masked(text: str) -> str:
+    """`text` with its volatile numbers and names replaced by `#`."""
+    return _VOLATILE.sub("#", text)
 
 
 def first_difference(recorded: Any, sent: Any) -> tuple[str, Any, Any] | None:
@@ -175,7 +215,8 @@ def differences(recorded: Any, sent: Any, path: str = "") -> Iterator[tuple[str,
             yield (f"{path}[{index}]",
                    _shown(recorded[index] if index < len(recorded) else _MISSING),
                    _shown(sent[index] if index < len(sent) else _MISSING))
-    elif recorded != sent:
+    elif recorded != sent and not (isinstance(recorded, str)
+                                   and masked(recorded) == masked(sent)):
         yield path, recorded, sent
 
 

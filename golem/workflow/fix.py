@@ -15,7 +15,7 @@ import os
 
 from golem import agent
 from golem.agent import prompts, stops
-from golem.errors import interrupted
+from golem.errors import UsageError, interrupted
 from golem.llm import Provider, preflight
 from golem.tools import default_registry, process, tree
 from golem.trace import Trace
@@ -67,6 +67,25 @@ def reserve_for_verification(options: Options, before: SuiteResult) -> float:
     return min(options.budget.wall / 2, 2 * before.elapsed + 10.0)
 
 
+def check_time_for_model(options: Options, before: SuiteResult) -> None:
+    """A -wall the baseline and the verification's reserve use up leaves the model nothing:
+    a usage error now, before a run that could only end in a misleading verdict."""
+    wall = options.budget.wall
+    if wall <= 0:
+        return
+    reserve = reserve_for_verification(options, before)
+    left = wall - reserve - options.budget.elapsed()
+    if left < 1.0:      # not even a second for the snapshot and one model call
+        needed = options.budget.elapsed() + 2 * before.elapsed + 10.0 + 30.0
+        raise UsageError(f"-wall {_seconds(wall)} leaves no time for the model: the baseline "
+                         f"took {before.elapsed:.1f}s and {reserve:.1f}s are kept for the "
+                         f"verification; give -wall {_seconds(needed)} or more")
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f}s" if value >= 10 else f"{value:g}s"
+
+
 def unittest_dirs(argv: list[str]) -> set[str]:
     """The start and top-level directories a `python -m unittest discover` names."""
     found = set()
@@ -110,6 +129,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
 
+        check_time_for_model(options, before)
         run_id, run_dir = runs.new_run(root)
         snap = Snapshot.take(root, run_dir, runs.store_dir())
         runs.record_root(run_dir, snap.root_id)

@@ -6,9 +6,15 @@ oldest while everything kept takes more than `keep-size` (the newest run always 
 then every stored file no kept run refers to. It runs by itself before each new run and on
 `golem runs -prune`.
 
-Another golem may be running at the same time: a run that has not ended and began less than
-a day ago is never pruned, and a stored file written or reused in the last hour is never
-removed (a snapshot being taken refers to it before its list is saved).
+Pruning also removes golem's bytecode caches (`pycache/`) of workspaces no kept run worked
+in, so `golem runs` counts, and `-prune` frees, everything golem keeps.
+
+Another golem may be running at the same time: a run is going while its process holds the
+run's lock (golem/workflow/runs.py), and such a run is never pruned; a run whose process is
+gone without ending it (killed, or interrupted before it recorded an end) is shown as
+interrupted and pruned like any other. While some run is going, a stored file or a cache
+written or used in the last hour is kept (a snapshot being taken refers to its files before
+its list is saved); when none is, nothing unreferenced is kept.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from dataclasses import dataclass, field
 from golem.tools import tree
 from golem.workflow import runs
 
-IN_PROGRESS = 24 * 3600     # seconds an unended run is taken to be still running
+IN_PROGRESS = 24 * 3600     # seconds an unended run without a lock is taken to be going
 GRACE = 3600                # seconds a fresh stored file is safe from pruning
 
 
@@ -41,10 +47,18 @@ class Run:
     own_bytes: int = 0                          # run.json, snapshot.json, a private store
     blobs: dict[str, int] = field(default_factory=dict)     # stored hash -> size
     damaged: bool = False
+    going: bool | None = None   # its process holds its lock; None: a run older than locks
 
     @property
     def in_progress(self) -> bool:
+        if self.going is not None:
+            return self.going
         return self.ended is None and time.time() - self.started < IN_PROGRESS
+
+    @property
+    def interrupted(self) -> bool:
+        """Never ended, and no process does it any more."""
+        return self.ended is None and not self.in_progress
 
 
 def _size_of(path: str) -> int:
@@ -59,7 +73,8 @@ def _size_of(path: str) -> int:
 
 
 def _load(path: str) -> Run:
-    run = Run(os.path.basename(path), path, own_bytes=_size_of(path))
+    run = Run(os.path.basename(path), path, own_bytes=_size_of(path),
+              going=runs.running(path))
     try:
         with open(os.path.join(path, "run.json"), encoding="utf-8") as handle:
             manifest = json.load(handle)
@@ -114,10 +129,54 @@ def sizes(found: list[Run]) -> dict[str, int]:
 
 
 def total_bytes(found: list[Run]) -> int:
+    """What the runs `found` take: their own files and the stored content they refer to."""
     blobs: dict[str, int] = {}
     for run in found:
         blobs.update(run.blobs)
     return sum(run.own_bytes for run in found) + sum(blobs.values())
+
+
+@dataclass
+class Footprint:
+    """Everything golem keeps in the state directory, in bytes."""
+
+    runs: int = 0           # the run directories
+    store: int = 0          # the content store, all of it
+    unreferenced: int = 0   # of which no kept run refers to
+    pycache: int = 0        # the bytecode caches
+
+    @property
+    def total(self) -> int:
+        return self.runs + self.store + self.pycache
+
+
+def footprint(found: list[Run]) -> Footprint:
+    referenced = set().union(*(set(r.blobs) for r in found)) if found else set()
+    kept = Footprint(runs=sum(r.own_bytes for r in found))
+    for name, info in _entries(os.path.join(runs.state_dir(), "store")):
+        if stat.S_ISREG(info.st_mode):
+            kept.store += info.st_size
+            if name not in referenced:
+                kept.unreferenced += info.st_size
+    kept.pycache = _size_of(os.path.join(runs.state_dir(), "pycache"))
+    return kept
+
+
+def _entries(path: str) -> list[tuple[str, os.stat_result]]:
+    """(name, lstat) of what directory `path` holds; nothing when it is missing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return []
+    try:
+        found = []
+        for name in os.listdir(fd):
+            info = tree.lstat_at(fd, name)
+            if info is not None:
+                found.append((name, info))
+        return found
+    finally:
+        os.close(fd)
 
 
 def policy() -> tuple[int, int]:
@@ -153,13 +212,45 @@ def prune(keep_runs: int, keep_size: int) -> Pruned:
         path = os.path.join(runs.state_dir(), "runs", run_id)
         done.freed += _size_of(path)
         tree.remove_tree(path)
-    done.stored, freed = _collect(set().union(*(set(r.blobs) for r in list_runs())))
+    left = list_runs()
+    # while a run is going, what it wrote in the last hour may not be referenced yet
+    grace = GRACE if any(r.in_progress for r in left) else 0
+    done.stored, freed = _collect(set().union(*(set(r.blobs) for r in left)), grace)
     done.freed += freed
+    done.freed += _collect_caches({r.workspace for r in left}, grace)
     return done
 
 
-def _collect(referenced: set[str]) -> tuple[int, int]:
-    """Remove stored files no run refers to (and abandoned partial copies), older than GRACE."""
+def _collect_caches(workspaces: set[str], grace: float) -> int:
+    """Remove the bytecode caches of workspaces no kept run worked in; bytes freed."""
+    path = os.path.join(runs.state_dir(), "pycache")
+    freed = 0
+    now = time.time()
+    for name, info in _entries(path):
+        cache = os.path.join(path, name)
+        owner = runs.cache_owner(cache)
+        if not stat.S_ISDIR(info.st_mode) or (owner and owner[0] in workspaces):
+            continue
+        used = owner[1] if owner else info.st_mtime
+        if now - used < grace:
+            continue
+        freed += _size_of(cache)
+        try:
+            tree.remove_tree(cache)
+        except (OSError, tree.TreeError):
+            continue
+        for suffix in (".state", runs.OWNER):       # what golem keeps beside a cache
+            try:
+                freed += os.lstat(cache + suffix).st_size
+                os.unlink(cache + suffix)
+            except OSError:
+                pass
+    return freed
+
+
+def _collect(referenced: set[str], grace: float) -> tuple[int, int]:
+    """Remove stored files no run refers to (and abandoned partial copies), older than
+    `grace` seconds."""
     path = os.path.join(runs.state_dir(), "store")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -172,7 +263,7 @@ def _collect(referenced: set[str]) -> tuple[int, int]:
             if name in referenced:
                 continue
             info = tree.lstat_at(fd, name)
-            if info is None or not stat.S_ISREG(info.st_mode) or now - info.st_mtime < GRACE:
+            if info is None or not stat.S_ISREG(info.st_mode) or now - info.st_mtime < grace:
                 continue
             try:
                 os.unlink(name, dir_fd=fd)

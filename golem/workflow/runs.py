@@ -17,11 +17,13 @@ refuse that path and say so, never write where the link leads.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import secrets
 import stat
+import threading
 import time
 
 from golem.errors import UsageError
@@ -47,7 +49,32 @@ def cache_for(interpreter: str, workspace: str) -> str:
         raise UsageError(f"the state directory {state} is inside the workspace; set "
                          "GOLEM_STATE_DIR to a directory outside it")
     from golem.workflow.verifier.scratch import cache_dir
-    return cache_dir(state, interpreter, workspace)
+    path = cache_dir(state, interpreter, workspace)
+    # whose cache it is, and when it was last used, beside it (the cache itself must stay as
+    # the last baseline left it): pruning removes the caches of forgotten workspaces
+    try:
+        tree.write_output(path + OWNER, json.dumps(
+            {"workspace": workspace, "interpreter": interpreter, "used": time.time()}))
+    except OSError:
+        pass
+    return path
+
+
+OWNER = ".owner"     # beside the cache, as its ".state" is
+
+
+def cache_owner(path: str) -> tuple[str, float] | None:
+    """(workspace, last use) of the bytecode cache at `path`; None when it does not say."""
+    try:
+        with open(path + OWNER, encoding="utf-8", opener=_no_follow) as handle:
+            owner = json.load(handle)
+        return str(owner["workspace"]), float(owner["used"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW)
 
 
 def _own_dir(path: str) -> str:
@@ -69,6 +96,49 @@ def store_dir() -> str:
     return _own_dir(os.path.join(state_dir(), "store"))
 
 
+# run id -> descriptor of its `lock`, held (flock) by the process doing the run until the
+# command ends: a run whose lock nobody holds has ended, however it ended (a kill included)
+_HELD: dict[str, int] = {}
+_HELD_LOCK = threading.Lock()
+LOCK = "lock"
+
+
+def _hold(path: str) -> None:
+    fd = os.open(os.path.join(path, LOCK), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                 | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with _HELD_LOCK:
+        _HELD[os.path.basename(path)] = fd
+
+
+def release_all() -> None:
+    """Let go of the runs this process holds (at the end of a command): from then on they
+    show as ended, and undo and pruning may touch them."""
+    with _HELD_LOCK:
+        held = list(_HELD.values())
+        _HELD.clear()
+    for fd in held:
+        os.close(fd)
+
+
+def running(path: str) -> bool | None:
+    """Whether some process still does the run in `path` (True), none does (False), or the
+    run predates the lock and only its age can tell (None)."""
+    try:
+        fd = os.open(os.path.join(path, LOCK), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return True         # not a lock golem made: never take it for a finished run
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def _outside(root: str) -> None:
     state = os.path.realpath(state_dir())
     if state == root or state.startswith(root + os.sep):
@@ -86,6 +156,7 @@ def new_run(root: str, command: str = "fix") -> tuple[str, str]:
         path = os.path.join(runs, run_id)
         try:
             os.mkdir(path, 0o700)       # never an existing directory, nor a link planted
+            _hold(path)
             break
         except FileExistsError:
             continue
@@ -228,7 +299,13 @@ def undo(path: str, force: bool = False) -> tuple[list[str], list[str]]:
     manifest = _read(path)
     if manifest.get("undone"):
         raise UsageError(f"run {manifest['id']} was already undone")
+    if running(path):
+        raise UsageError(f"run {manifest['id']} is still going; undo it once it has ended "
+                         "(or stop it first)")
     root = manifest["workspace"]
+    if not os.path.exists(os.path.join(path, "snapshot.json")):
+        raise UsageError(f"run {manifest['id']} ended before it took its snapshot: it changed "
+                         "nothing golem could put back")
     snap = Snapshot.load(path, os.path.join(state_dir(), "store"))
     try:
         info = os.lstat(root)
@@ -251,6 +328,9 @@ def undo(path: str, force: bool = False) -> tuple[list[str], list[str]]:
                 refused.append((rel, str(exc)))
                 continue
             wanted = (at_end["sha"], at_end["mode"]) if at_end else None
+            original = snap.entries.get(rel)
+            if current == ((original.sha, original.mode) if original else None):
+                continue    # already as before the run (put back by hand, or an earlier undo)
             if not force and current != wanted and manifest.get("changed") is not None:
                 kept.append(rel)
                 continue
