@@ -220,16 +220,17 @@ def _check(setup: Setup, baseline, snap: Snapshot, item: Candidate, number: int,
     from golem.workflow.attempts import Checked
     root = setup.workspace.root
     home = setup.keep(Phase(f"candidate{number}"))
+    layout = rebuild.Layout.of(root, snap.deps)
     copy = rebuild.from_snapshot(snap, root, os.path.join(home.root, os.path.basename(root)),
-                                 Changes([], [], []), set(), snap.deps)
+                                 Changes([], [], []), set(), layout)
     if copy.problems:
         return Checked(Verdict("FAILED", "FAILED: the private copy is incomplete: "
                                + "; ".join(copy.problems[:2]))), copy.root
-    private = _private_snapshot(snap, copy.root)
+    private = _private_snapshot(snap, copy.root, layout)
     why = _apply(item.text, copy.root, home.root)
     if why:
         return Checked(Verdict("FAILED", f"FAILED: the patch does not apply here: {why}")), \
             copy.root
     checked = check_copy(setup, baseline, snap, private, copy.root, setup.verifier,
-                         list(snap.deps), options)
+                         layout, options)
     return checked, copy.root
