@@ -497,6 +497,32 @@ class SeedTest(AttemptsCase):
         self.assertNotEqual(seeds[0], seeds[1])
 
 
+class StrayTest(GolemCase):
+    def test_a_command_starting_while_another_attempt_ends_is_not_taken_for_a_stray(self):
+        """Attempts run side by side: one ending reaps the strays of its commands while
+        another's command may be starting; that command is not one of them."""
+        import threading
+        from golem.tools import process
+        if not process.become_subreaper():
+            self.skipTest("no child subreaper here")
+        stop = threading.Event()
+
+        def reap():
+            while not stop.is_set():
+                process.reap_strays()
+
+        reaper = threading.Thread(target=reap)
+        reaper.start()
+        try:
+            done = [process.run(["python3", "-c", "print('ok')"], cwd=self.tmp,
+                                env={"PATH": os.environ["PATH"]}, timeout=60)
+                    for _ in range(30)]
+        finally:
+            stop.set()
+            reaper.join()
+        self.assertEqual({(d.exit_code, d.output.strip()) for d in done}, {(0, "ok")})
+
+
 FORGED_NOOP = """\
 --- a/calc.py
 +++ b/calc.py

@@ -24,10 +24,10 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
-from secrets import randbelow
 import threading
 import time
 from dataclasses import dataclass, field
+from secrets import randbelow
 from typing import Any, Callable
 
 from golem import agent, cancel

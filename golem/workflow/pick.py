@@ -27,7 +27,7 @@ from golem.tools.search import _git_env
 from golem.trace import Trace
 from golem.workflow import runs
 from golem.workflow.attempts import _private_snapshot, apply_to_workspace, check_copy
-from golem.workflow.fix import base_report
+from golem.workflow.fix import _own_files, base_report
 from golem.workflow.patch import diffstat
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import rebuild, run_baseline
@@ -193,7 +193,8 @@ def pick(options: Options, trace: Trace, results: list[str], print_only: bool = 
         else:
             try:
                 applied = apply_to_workspace(root, copy_root, snap, checked.changes,
-                                             {p for p, _ in grading.protected}, checked.after)
+                                             {p for p, _ in grading.protected}, checked.after,
+                                             ignore=_own_files(root, options))
             except UsageError as exc:
                 runs.finish_run(run_dir, Changes([], [], []), {})
                 verdict = Verdict("FAILED", f"FAILED: {exc}")

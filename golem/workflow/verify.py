@@ -119,7 +119,7 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
         root = setup.workspace.root
         _resolve(root, rev)
         trees = untracked_trees(root, rev)
-        layout = rebuild.Layout.of(root, trees)
+        layout = rebuild.Layout.of(root, trees)     # how every copy of it is made
         links = list(layout.trees)
         changes = _outside_trees(changes_since(root, rev), trees)
         export = setup.keep(Phase("export"))
@@ -143,7 +143,7 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
         grading = grade(setup.verifier, baseline, root, changes, facts,
                         lambda target, exclude: rebuild.from_export(
                             lambda t: _export(root, rev, t), root, target, changes, exclude,
-                            layout),
+                            links),
                         original, strict=options.strict, repeats=options.repeat)
         verdict = grading.verdict
         report = {**verdict.fields(), "base": rev,
