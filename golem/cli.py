@@ -156,6 +156,8 @@ def _agent_command(args: argparse.Namespace, undo_hint: bool = True) -> int:
         provider_name, model = plan["models"][(index - 1) % len(plan["models"])]
         options.provider = _attempt_config(options.provider, provider_name, model, index,
                                            plan["seed"])
+        options.notes.append({"message": f"attempt {index}/{plan['single'][1]}: seed "
+                              f"{options.provider.seed}", "seed": options.provider.seed})
     config_ = options.provider
     secrets = [config_.api_key] if config_.api_key else []
     result_path = resolved(getattr(args, "result", None))

@@ -493,6 +493,9 @@ class SeedTest(AttemptsCase):
             server = self.serve_models(b=script(FIX_ADD, FIX_MUL))
             code, report, err = self.attempts(repo, server, "-attempt", "2/2", "-models", "a,b")
             self.assertEqual({r["body"].get("seed") for r in server.requests}, {report["seed"]})
+            noted = [e.get("seed") for e in read_trace(self.trace) if "seed" in e]
+            self.assertEqual(noted, [report["seed"]])
+            os.remove(self.trace)
             seeds.append(report["seed"])
         self.assertNotEqual(seeds[0], seeds[1])
 
