@@ -150,6 +150,33 @@ class ApplyTest(GolemCase):
         self.assertIn("# the user's edit", self.read(self.repo))
 
 
+class CopyLayoutTest(GolemCase):
+    """`rebuild.Layout`: how every copy of a workspace is made, read from the workspace."""
+
+    def test_each_layout_says_what_is_linked_and_what_is_bound(self):
+        from golem.workflow.verifier.rebuild import Layout
+        git_venv = Layout.of(layouts.build("git+venv", self.tmp, FILES, name="a"), [".venv"])
+        self.assertEqual((git_venv.trees, git_venv.gitdir), ((".venv", ".git"), None))
+        tree = layouts.build("worktree+venv", self.tmp, FILES, name="b")
+        work = Layout.of(tree, [".venv"])
+        self.assertEqual(work.trees, (".venv",))
+        self.assertEqual(work.gitdir, os.path.join(self.tmp, "b-main", ".git", "worktrees", "b"))
+        self.assertEqual(work.outside, (work.gitdir, os.path.join(self.tmp, "b-main", ".git")))
+        self.assertEqual(work.managed, (".venv", ".git"))
+        self.assertTrue(work.foreign(".git") and work.foreign(".venv/bin/python"))
+        self.assertFalse(work.foreign("calc.py"))
+
+    def test_a_git_file_naming_any_other_directory_binds_nothing(self):
+        from golem.workflow.verifier.rebuild import Layout
+        repo = make_repo(self.tmp, FILES)
+        secret = os.path.join(self.tmp, "secret")
+        os.mkdir(secret)
+        with open(os.path.join(repo, ".git"), "w", encoding="utf-8") as handle:
+            handle.write(f"gitdir: {secret}\n")
+        layout = Layout.of(repo, [])
+        self.assertEqual((layout.gitdir, layout.outside, layout.read_only), (None, (), ()))
+
+
 class AttemptsCase(GolemCase):
     def serve_models(self, **conversations) -> ProviderServer:
         return self.enterContext(ProviderServer(by_model=conversations))

@@ -102,7 +102,8 @@ def _gitdir(path: str) -> str | None:
         if line.startswith("gitdir:"):
             where = line[len("gitdir:"):].strip()
             full = os.path.realpath(os.path.join(os.path.dirname(path), where))
-            return full if os.path.isdir(full) else None
+            # only a git directory is ever bound into a sandbox, never any directory named
+            return full if os.path.isfile(os.path.join(full, "HEAD")) else None
     return None
 
 
@@ -115,7 +116,7 @@ def _commondir(gitdir: str) -> str | None:
     except OSError:
         return None
     full = os.path.realpath(os.path.join(gitdir, where))
-    return full if os.path.isdir(full) else None
+    return full if os.path.isdir(os.path.join(full, "objects")) else None
 
 
 def layout_for(workspace: str, trees) -> Layout:
