@@ -196,7 +196,10 @@ def _agent_command(args: argparse.Namespace, undo_hint: bool = True) -> int:
     if plan and "single" in plan:
         index, _ = plan["single"]
         provider_name, model = plan["models"][(index - 1) % len(plan["models"])]
-        options.provider = _attempt_config(options.provider, provider_name, model, index)
+        options.provider = _attempt_config(options.provider, provider_name, model, index,
+                                           plan["seed"])
+        options.notes.append({"message": f"attempt {index}/{plan['single'][1]}: seed "
+                              f"{options.provider.seed}", "seed": options.provider.seed})
     config_ = options.provider
     secrets = [config_.api_key] if config_.api_key else []
     result_path = resolved(getattr(args, "result", None))
@@ -231,6 +234,7 @@ def _agent_command(args: argparse.Namespace, undo_hint: bool = True) -> int:
                     if plan:
                         report["attempt"] = "{}/{}".format(*plan["single"])
                         report["model"] = config_.model
+                        report["seed"] = config_.seed
                     line = report["summary"]
                 elif args.command == "run":
                     report = run.run_goal(options, checked, trace, config_.model, args.goal,
@@ -285,7 +289,7 @@ def _attempt_plan(args: argparse.Namespace) -> dict | None:
     if attempts < 1:
         raise UsageError("-attempts must be 1 or more")
     if args.jobs < 0:
-        raise UsageError("-jobs must be 1 or more (0: the number of cores)")
+        raise UsageError("-jobs must be 1 or more (0: one per attempt, at most 8)")
     if escalate and (args.models or attempts != 1 or single):
         raise UsageError("-escalate names the models itself; leave out -models, -attempts "
                          "and -attempt")
@@ -296,11 +300,13 @@ def _attempt_plan(args: argparse.Namespace) -> dict | None:
                          "(or give one model with -model)")
     if not (escalate or attempts > 1 or single or args.models or args.first):
         return None
-    from golem.workflow.attempts import parse_models
+    from golem.workflow.attempts import parse_models, seed_base
     names = provider_names()
+    seed = seed_base()      # a new draw on every run; recorded in the trace and the result
     if escalate:
         models = parse_models(escalate, names)
-        return {"models": models, "count": len(models), "jobs": 1, "first": True}
+        return {"models": models, "count": len(models), "jobs": 1, "first": True,
+                "seed": seed}
     models = parse_models(args.models, names) if args.models else [(None, None)]
     if single:
         try:
@@ -309,21 +315,26 @@ def _attempt_plan(args: argparse.Namespace) -> dict | None:
             raise UsageError(f"-attempt {single!r}: give K/N, like 2/3") from None
         if not 1 <= index <= total:
             raise UsageError(f"-attempt {single!r}: K must be between 1 and N")
-        return {"models": models, "single": (index, total)}
+        return {"models": models, "single": (index, total), "seed": seed}
     if attempts < 2 and args.first:
         raise UsageError("-first needs -attempts 2 or more (or -escalate)")
-    jobs = args.jobs or os.cpu_count() or 1
+    # attempts mostly wait on the model: one job each (at most 8); the cores bound only the
+    # verification runs (golem/workflow/attempts.py)
+    jobs = args.jobs or min(attempts, MAX_JOBS)
     return {"models": models, "count": attempts, "jobs": min(jobs, attempts),
-            "first": args.first}
+            "first": args.first, "seed": seed}
+
+
+MAX_JOBS = 8     # attempts at once when -jobs is not given
 
 
 def _attempt_config(base: ProviderConfig, provider: str | None, model: str | None,
-                    index: int) -> ProviderConfig:
+                    index: int, seed: int) -> ProviderConfig:
     """The provider configuration of attempt `index`: its provider and model, a key for that
-    provider from the environment, and a seed of its own."""
+    provider from the environment, and a seed of its own (`seed` + `index`)."""
     name = provider or base.name
-    config_ = dataclasses.replace(base, name=name, model=model or base.model, seed=index,
-                                  attempt=index, transport=None)
+    config_ = dataclasses.replace(base, name=name, model=model or base.model,
+                                  seed=seed + index, attempt=index, transport=None)
     if name != base.name:
         config_.base_url = None
         config_.model = model or config.DEFAULT_MODELS.get(name, "")
@@ -349,7 +360,7 @@ def _fix_attempts(options, plan: dict, trace, secrets: list, settings) -> dict:
     sources = []
 
     def factory(provider: str | None, model: str | None, index: int):
-        config_ = _attempt_config(base, provider, model, index)
+        config_ = _attempt_config(base, provider, model, index, plan["seed"])
         if config_.api_key and config_.api_key not in secrets:
             secrets.append(config_.api_key)
         tagged = trace.tagged(index)
@@ -365,8 +376,10 @@ def _fix_attempts(options, plan: dict, trace, secrets: list, settings) -> dict:
     specs = make_specs(plan["models"], plan["count"], factory)
     for spec in specs:
         spec.model = spec.model or base.model
+        spec.seed = plan["seed"] + spec.index
     report = fix_attempts(options, specs, trace, secrets, jobs=plan["jobs"],
                           first=plan["first"])
+    report["seed"] = plan["seed"]
     kinds = {p.cost_source for p in sources}
     report["cost_source"] = kinds.pop() if len(kinds) == 1 else "mixed"
     return report

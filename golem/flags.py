@@ -195,7 +195,7 @@ def _attempt_flags(parser: argparse.ArgumentParser) -> None:
           metavar="N", help="N independent attempts in private copies, each verified; the "
           "best verified one is applied (default 1: the agent edits the workspace itself)")
     _flag(parser, "jobs", type=_value(lambda t: values.whole(t, 0), "J"), default=0,
-          metavar="J", help="attempts at once (default: the number of cores, at most N)")
+          metavar="J", help="attempts at once (default: N, at most 8; one under -sandbox none)")
     _flag(parser, "models", metavar="A,B,...", type=_value(config.text, "A,B,..."),
           help="models for the attempts, round robin; PROVIDER:MODEL picks a provider")
     _flag(parser, "first", action="store_true",

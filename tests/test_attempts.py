@@ -21,6 +21,8 @@ from golem.workflow.attempts import (Attempt, Spec, apply_to_workspace, choose, 
                                      parse_models)
 from golem.workflow.verifier.grade import Verdict
 from golem.workflow.verifier.snapshot import Changes, Snapshot, fingerprint
+from tests import layouts
+from tests.adversarial import bwrap_or_skip
 from tests.fixtures import REPO_ROOT, TEST_CMD, GolemCase, make_repo, read_trace, run_cli
 from tests.provider_server import ProviderServer, Reply, chat
 from tests.test_signals import processes
@@ -148,13 +150,43 @@ class ApplyTest(GolemCase):
         self.assertIn("# the user's edit", self.read(self.repo))
 
 
+class CopyLayoutTest(GolemCase):
+    """`rebuild.Layout`: how every copy of a workspace is made, read from the workspace."""
+
+    def test_each_layout_says_what_is_linked_and_what_is_bound(self):
+        from golem.workflow.verifier.rebuild import Layout
+        git_venv = Layout.of(layouts.build("git+venv", self.tmp, FILES, name="a"), [".venv"])
+        self.assertEqual((git_venv.trees, git_venv.gitdir), ((".venv", ".git"), None))
+        tree = layouts.build("worktree+venv", self.tmp, FILES, name="b")
+        work = Layout.of(tree, [".venv"])
+        self.assertEqual(work.trees, (".venv",))
+        self.assertEqual(work.gitdir, os.path.join(self.tmp, "b-main", ".git", "worktrees", "b"))
+        self.assertEqual(work.outside, (work.gitdir, os.path.join(self.tmp, "b-main", ".git")))
+        self.assertEqual(work.managed, (".venv", ".git"))
+        self.assertTrue(work.foreign(".git") and work.foreign(".venv/bin/python"))
+        self.assertFalse(work.foreign("calc.py"))
+
+    def test_a_git_file_naming_any_other_directory_binds_nothing(self):
+        from golem.workflow.verifier.rebuild import Layout
+        repo = make_repo(self.tmp, FILES)
+        secret = os.path.join(self.tmp, "secret")
+        os.mkdir(secret)
+        with open(os.path.join(repo, ".git"), "w", encoding="utf-8") as handle:
+            handle.write(f"gitdir: {secret}\n")
+        layout = Layout.of(repo, [])
+        self.assertEqual((layout.gitdir, layout.outside, layout.read_only), (None, (), ()))
+
+
 class AttemptsCase(GolemCase):
     def serve_models(self, **conversations) -> ProviderServer:
         return self.enterContext(ProviderServer(by_model=conversations))
 
-    def attempts(self, repo: str, server, *extra: str, env=None):
+    def attempts(self, repo: str, server, *extra: str, env=None, sandbox: str = "none"):
+        """`golem fix -json` with attempts; with `sandbox` bwrap they run side by side."""
+        if sandbox == "bwrap":
+            bwrap_or_skip(self)
         args = ["fix", "-dir", repo, "-test", TEST_CMD, "-provider", "openai",
-                "-base-url", server.url, "-sandbox", "none", "-trace", self.trace, "-json",
+                "-base-url", server.url, "-sandbox", sandbox, "-trace", self.trace, "-json",
                 *extra]
         code, out, err = run_cli(args, env)
         return code, json.loads(out.splitlines()[-1]), err
@@ -231,11 +263,14 @@ class ChooseTest(AttemptsCase):
         patches = {a["attempt"]: a["patch"] for a in report["attempts"]}
         with open(patches[2], encoding="utf-8") as handle:
             self.assertIn("+    return a + b", handle.read())
-        # the rejected attempt's patch holds what it was allowed to change: not the tests
+        # the rejected attempt's patch is whole: its protected change is in it, marked
         cheat = report["attempts"][0]
         self.assertEqual([p["path"] for p in cheat["protected_changes"]], ["tests/test_calc.py"])
         with open(patches[1], encoding="utf-8") as handle:
-            self.assertNotIn("tests/test_calc.py", handle.read())
+            text = handle.read()
+        self.assertIn("# golem: protected change, never applied: tests/test_calc.py (test file",
+                      text)
+        self.assertIn("+        pass", text)
 
     def test_one_attempt_of_a_matrix_runs_in_place(self):
         repo = make_repo(self.tmp, FILES)
@@ -249,7 +284,7 @@ class ChooseTest(AttemptsCase):
 
 class StopTest(AttemptsCase):
     def test_first_stops_a_model_call_and_a_command_of_the_others(self):
-        repo = make_repo(self.tmp, FILES)
+        repo = layouts.build("git+venv", self.tmp, FILES)
         marker = "import time; time.sleep(271.5)"
         server = self.serve_models(
             fast=script(FIX_ADD, FIX_MUL),
@@ -258,23 +293,25 @@ class StopTest(AttemptsCase):
         started = time.monotonic()
         code, report, err = self.attempts(repo, server, "-attempts", "3", "-jobs", "3",
                                           "-models", "fast,waits,runs", "-first",
-                                          "-allow", "python3")
+                                          "-allow", "python3", sandbox="bwrap")
         took = time.monotonic() - started
-        self.assertEqual((report["verdict"], report["chosen"]), ("VERIFIED", 1))
+        self.assertEqual((report["verdict"], report["chosen"]), ("VERIFIED", 1), report["summary"])
         stops = {a["attempt"]: a["stop"] for a in report["attempts"]}
         self.assertEqual((stops[2], stops[3]), ("cancelled", "cancelled"), report["attempts"])
         # no further model call after the stop, and the command's process is gone
         self.assertEqual((self.calls(server, "waits"), self.calls(server, "runs")), (1, 1))
         self.assertEqual(processes(marker.encode()), [])
         self.assertLess(took, 100.0)
+        self.assertIn("a * b", self.read(repo, "calc.py"))
 
     def test_escalate_stops_at_the_first_verified_model(self):
-        repo = make_repo(self.tmp, FILES)
+        repo = layouts.build("git+venv", self.tmp, FILES)
         server = self.serve_models(cheap=script(FIX_ADD), better=script(FIX_ADD, FIX_MUL),
                                    best=script(FIX_ADD, FIX_MUL))
         code, report, err = self.attempts(repo, server, "-escalate", "cheap,better,best")
-        self.assertEqual((report["verdict"], report["chosen"]), ("VERIFIED", 2))
+        self.assertEqual((report["verdict"], report["chosen"]), ("VERIFIED", 2), report["summary"])
         self.assertEqual(self.calls(server, "best"), 0)
+        self.assertIn("a * b", self.read(repo, "calc.py"))
         verdicts = [a["verdict"] for a in report["attempts"]]
         self.assertEqual(verdicts, ["FAILED", "VERIFIED", None])
         # one after another: the second began after the first was graded
@@ -292,17 +329,20 @@ class StopTest(AttemptsCase):
                            for _ in range(30)]
         server = self.serve_models(a=looping(), b=looping(), c=looping())
         code, report, err = self.attempts(repo, server, "-attempts", "3", "-jobs", "3",
-                                          "-models", "a,b,c", "-cost", "1")
+                                          "-models", "a,b,c", "-cost", "1", sandbox="bwrap")
         self.assertEqual({a["stop"] for a in report["attempts"]}, {"cost"}, report["attempts"])
-        # $1 at $0.25 a call: four calls reach it, and each attempt may have one in flight
-        self.assertLessEqual(len(server.requests), 4 + 3)
+        # $1 at $0.25 a call: four calls reach it; each call reserves its cost before it is
+        # made, so the total stays within the budget plus one call
+        self.assertLessEqual(len(server.requests), 4 + 1)
         self.assertGreaterEqual(report["cost"], 1.0)
+        self.assertLessEqual(report["cost"], 1.25)
         self.assertEqual(self.read(repo, "calc.py"), CALC)
 
 
 class KilledTest(AttemptsCase):
     def test_a_killed_run_leaves_the_workspace_untouched_and_undoable(self):
-        repo = make_repo(self.tmp, FILES)
+        bwrap_or_skip(self)
+        repo = layouts.build("git+venv", self.tmp, FILES)
         slow = lambda: [chat(tool_calls=[FIX_ADD]), Reply(chat("late"), delay=120)]
         server = self.serve_models(a=slow(), b=slow())
         scratch = os.path.join(self.tmp, "tmpdir")
@@ -311,8 +351,8 @@ class KilledTest(AttemptsCase):
                "GOLEM_STATE_DIR": os.environ["GOLEM_STATE_DIR"], "HOME": self.tmp}
         proc = subprocess.Popen(
             [sys.executable, "-m", "golem", "fix", "-dir", repo, "-test", TEST_CMD,
-             "-provider", "openai", "-base-url", server.url, "-sandbox", "none",
-             "-attempts", "2", "-jobs", "2", "-models", "a,b", "-json"],
+             "-provider", "openai", "-base-url", server.url, "-sandbox", "bwrap",
+             "-attempts", "2", "-models", "a,b", "-json"],
             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(lambda: proc.poll() is None and proc.kill())
         end = time.monotonic() + 60
@@ -322,13 +362,195 @@ class KilledTest(AttemptsCase):
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         self.assertEqual(proc.returncode, 128 + signal.SIGTERM, err)
-        self.assertEqual(json.loads(out.splitlines()[-1])["stop"], "interrupted")
+        report = json.loads(out.splitlines()[-1])
+        self.assertEqual(report["stop"], "interrupted")
+        # every attempt's steps, tokens and cost so far (two calls each)
+        self.assertEqual([(a["attempt"], a["steps"]) for a in report["attempts"]],
+                         [(1, 2), (2, 2)], report["attempts"])
+        self.assertEqual(report["steps"], 4)
+        self.assertEqual(report["tokens"]["total"], 2 * 120)     # the answered calls
         self.assertEqual((self.read(repo, "calc.py"), self.read(repo, "tests/test_calc.py")),
                          (CALC, TESTS))
         self.assertEqual(os.listdir(scratch), [])
         code, out, err = run_cli(["undo", "-dir", repo])
         self.assertEqual(code, 0, err)
         self.assertEqual(self.read(repo, "calc.py"), CALC)
+
+
+class LayoutTest(AttemptsCase):
+    """Attempts on workspaces as users have them (tests/layouts.py): a cheating, a half and
+    an honest model; the honest fix is verified and applied."""
+
+    def run_three(self, layout: str, sandbox: str):
+        repo = layouts.build(layout, self.tmp, FILES, name=f"{layout}-{sandbox}")
+        server = self.serve_models(cheat=script(WEAKEN), half=script(FIX_ADD),
+                                   fixer=script(FIX_ADD, FIX_MUL))
+        code, report, err = self.attempts(repo, server, "-attempts", "3",
+                                          "-models", "cheat,half,fixer", sandbox=sandbox)
+        verdicts = {a["attempt"]: a["verdict"] for a in report["attempts"]}
+        self.assertEqual(verdicts, {1: "REJECTED", 2: "FAILED", 3: "VERIFIED"},
+                         report["attempts"])
+        self.assertEqual((report["verdict"], code, report["chosen"]), ("VERIFIED", 0, 3),
+                         report["summary"])
+        self.assertIn("a * b", self.read(repo, "calc.py"))
+        self.assertEqual(self.read(repo, "tests/test_calc.py"), TESTS)
+        self.assertEqual(report["changed_files"], ["calc.py"])
+        return repo, report
+
+    def test_every_layout_under_bubblewrap(self):
+        for layout in layouts.LAYOUTS:
+            with self.subTest(layout=layout):
+                repo, report = self.run_three(layout, "bwrap")
+                if layout not in ("plain",):
+                    # git still knows the checkout: only calc.py differs from the commit
+                    changed = layouts.git(repo, "status", "--porcelain",
+                                          "--untracked-files=no")
+                    self.assertEqual(changed.split(), ["M", "calc.py"])
+
+    def test_git_layouts_without_a_sandbox(self):
+        for layout in ("git+venv", "worktree+venv", "submodule+venv"):
+            with self.subTest(layout=layout):
+                self.run_three(layout, "none")
+
+    def test_the_default_jobs_run_every_attempt_at_once(self):
+        repo, report = self.run_three("git+venv", "bwrap")
+        note = next(e for e in read_trace(self.trace) if e.get("attempts") == 3)
+        self.assertEqual(note["jobs"], 3)
+
+
+def finds(pattern: str, sibling: str, then: str) -> tuple[str, dict]:
+    """A run_command call: python3 waits (up to 5 s) for a file `pattern` globs, then
+    appends `then` to the file `sibling` beside each one found."""
+    code = ("import glob, os, time\n"
+            "for _ in range(50):\n"
+            f"    found = glob.glob({pattern!r})\n"
+            "    if found:\n"
+            "        break\n"
+            "    time.sleep(0.1)\n"
+            "for p in found:\n"
+            f"    open(os.path.join(os.path.dirname(p), {sibling!r}), 'a').write({then!r})\n"
+            "print(len(found))\n")
+    return ("run_command", {"argv": ["python3", "-c", code]})
+
+
+class IsolationTest(AttemptsCase):
+    """What one attempt can do to another, or to the workspace, by sandbox mode."""
+
+    def copies(self, tag: str) -> str:
+        """A pattern for the private copy of attempt 1 that holds the file `tag`."""
+        import tempfile
+        return os.path.join(tempfile.gettempdir(), "golem-attempt1-*", "*", tag)
+
+    def test_under_bubblewrap_an_attempt_cannot_reach_another_ones_copy(self):
+        repo = layouts.build("git+venv", self.tmp, FILES)
+        tag = f"tag-{os.getpid()}-{id(self)}.txt"
+        server = self.serve_models(
+            honest=script(("write_file", {"path": tag, "content": "x\n"}), FIX_ADD, FIX_MUL),
+            meddler=script(finds(self.copies(tag), "calc.py", "\nBROKEN\n")))
+        code, report, err = self.attempts(repo, server, "-attempts", "2", "-allow", "python3",
+                                          "-models", "honest,meddler", sandbox="bwrap")
+        self.assertEqual((report["verdict"], report["chosen"]), ("VERIFIED", 1),
+                         report["summary"])
+        self.assertNotIn("BROKEN", self.read(repo, "calc.py"))
+
+    def test_without_a_sandbox_the_attempts_run_one_at_a_time(self):
+        repo = layouts.build("git+venv", self.tmp, FILES)
+        server = self.serve_models(half=script(FIX_ADD), fixer=script(FIX_ADD, FIX_MUL))
+        code, report, err = self.attempts(repo, server, "-attempts", "2", "-jobs", "2",
+                                          "-models", "half,fixer")
+        self.assertEqual((report["verdict"], report["chosen"]), ("VERIFIED", 2))
+        events = read_trace(self.trace)
+        self.assertTrue(any("one at a time" in e.get("message", "") for e in events))
+        first_done = next(i for i, e in enumerate(events)
+                          if e["event"] == "attempt" and e.get("attempt") == 1)
+        second_start = next(i for i, e in enumerate(events)
+                            if e["event"] == "request" and e.get("attempt") == 2)
+        self.assertLess(first_done, second_start)
+
+    def test_without_a_sandbox_a_later_attempt_writing_a_verified_copy_applies_nothing(self):
+        repo = layouts.build("git+venv", self.tmp, FILES)
+        tag = f"tag-{os.getpid()}-{id(self)}.txt"
+        planted = "\nimport os  # planted\n"
+        server = self.serve_models(
+            honest=script(("write_file", {"path": tag, "content": "x\n"}), FIX_ADD, FIX_MUL),
+            meddler=script(finds(self.copies(tag), "calc.py", planted)))
+        code, report, err = self.attempts(repo, server, "-attempts", "2", "-allow", "python3",
+                                          "-models", "honest,meddler")
+        # the meddler found the honest copy only because it ran under none: it wrote there
+        self.assertEqual((report["verdict"], report["chosen"]), ("FAILED", None),
+                         report["summary"])
+        self.assertIn("the verified copy changed after its verification", report["summary"])
+        self.assertEqual(self.read(repo, "calc.py"), CALC)
+        self.assertFalse(os.path.exists(os.path.join(repo, tag)))
+
+    def test_without_a_sandbox_a_change_to_the_real_workspace_applies_nothing(self):
+        repo = layouts.build("git+venv", self.tmp, FILES)
+        server = self.serve_models(
+            fixer=script(finds(os.path.join(repo, "tests", "test_calc.py"), "test_calc.py",
+                               "\n# planted\n"), FIX_ADD, FIX_MUL))
+        code, report, err = self.attempts(repo, server, "-attempts", "2", "-allow", "python3",
+                                          "-models", "fixer,fixer")
+        self.assertEqual((report["verdict"], report["chosen"]), ("FAILED", None),
+                         report["summary"])
+        self.assertIn("the workspace changed during the attempts (tests/test_calc.py)",
+                      report["summary"])
+        self.assertEqual(self.read(repo, "calc.py"), CALC)
+
+
+class SeedTest(AttemptsCase):
+    def test_each_run_draws_new_seeds_and_records_them(self):
+        seen = []
+        for run in range(2):
+            repo = make_repo(self.tmp, FILES, name=f"repo{run}")
+            server = self.serve_models(a=script(FIX_ADD), b=script(FIX_ADD, FIX_MUL))
+            code, report, err = self.attempts(repo, server, "-attempts", "2",
+                                              "-models", "a,b")
+            base = report["seed"]
+            self.assertEqual({a["attempt"]: a["seed"] for a in report["attempts"]},
+                             {1: base + 1, 2: base + 2})
+            sent = {r["body"]["model"]: r["body"].get("seed") for r in server.requests}
+            self.assertEqual(sent, {"a": base + 1, "b": base + 2})
+            seen.append(base)
+        self.assertNotEqual(seen[0], seen[1])
+
+    def test_a_matrix_job_sends_a_seed_of_its_own_run(self):
+        seeds = []
+        for run in range(2):
+            repo = make_repo(self.tmp, FILES, name=f"repo{run}")
+            server = self.serve_models(b=script(FIX_ADD, FIX_MUL))
+            code, report, err = self.attempts(repo, server, "-attempt", "2/2", "-models", "a,b")
+            self.assertEqual({r["body"].get("seed") for r in server.requests}, {report["seed"]})
+            noted = [e.get("seed") for e in read_trace(self.trace) if "seed" in e]
+            self.assertEqual(noted, [report["seed"]])
+            os.remove(self.trace)
+            seeds.append(report["seed"])
+        self.assertNotEqual(seeds[0], seeds[1])
+
+
+class StrayTest(GolemCase):
+    def test_a_command_starting_while_another_attempt_ends_is_not_taken_for_a_stray(self):
+        """Attempts run side by side: one ending reaps the strays of its commands while
+        another's command may be starting; that command is not one of them."""
+        import threading
+        from golem.tools import process
+        if not process.become_subreaper():
+            self.skipTest("no child subreaper here")
+        stop = threading.Event()
+
+        def reap():
+            while not stop.is_set():
+                process.reap_strays()
+
+        reaper = threading.Thread(target=reap)
+        reaper.start()
+        try:
+            done = [process.run(["python3", "-c", "print('ok')"], cwd=self.tmp,
+                                env={"PATH": os.environ["PATH"]}, timeout=60)
+                    for _ in range(30)]
+        finally:
+            stop.set()
+            reaper.join()
+        self.assertEqual({(d.exit_code, d.output.strip()) for d in done}, {(0, "ok")})
 
 
 FORGED_NOOP = """\

@@ -32,6 +32,21 @@ class MeasurementsTest(unittest.TestCase):
         self.check(memory)
         self.assertTrue(memory.measured.endswith("MiB"))
 
+    def test_attempts_model_bound(self):
+        figure = bench.attempts_model_bound(attempts=2, delay=0.1, repeats=1)
+        self.check(figure)
+        self.assertIn("default `-jobs`", figure.name)
+
+    def test_one_measurement_updates_its_rows_only(self):
+        page = ("| figure | measured | target | result |\n|---|---|---|---|\n"
+                "| a | 1 | 2 | pass |\n\nHow:\n\n- **a**: old.\n\nEnd.\n")
+        figure = bench.Figure("b", "3", "4", False, "new")
+        text = bench.update(bench.update(page, [figure]), [figure])
+        self.assertEqual(text.count("| b | 3 | 4 | miss |"), 1)
+        self.assertLess(text.index("| a |"), text.index("| b |"))
+        self.assertLess(text.index("- **a**: old."), text.index("- **b**: new."))
+        self.assertTrue(text.endswith("End.\n"))
+
     def test_deadline_overshoot(self):
         figure = bench.deadline_overshoot(wall=0.3, repeats=1)
         self.check(figure)

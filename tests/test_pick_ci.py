@@ -462,9 +462,6 @@ class DocumentedWorkflowTest(GolemCase):
     def test_three_attempts_and_pick_on_a_checkout(self):
         self.attempts_and_pick(venv=False)
 
-    # a private copy of a checkout with a `.venv` inside cannot be graded yet: its
-    # verification copy says ".venv is no longer a real directory in the workspace"
-    @unittest.expectedFailure
     def test_three_attempts_and_pick_on_a_checkout_with_a_venv_inside(self):
         self.attempts_and_pick(venv=True)
 

@@ -109,7 +109,10 @@ class Terminal(GolemCase):
         server = self.enterContext(ProviderServer(by_model={
             "a": self.replies(), "b": [Reply(chat("Reading first.", tool_calls=[
                 ("read_file", {"path": "calc.py"})]), delay=2.5)] + self.replies()}))
-        output = self.golem("-attempts", "2", "-jobs", "2", "-models", "a,b", server=server)
+        from tests.adversarial import bwrap_or_skip
+        bwrap_or_skip(self)     # side by side only under bubblewrap (one at a time under none)
+        output = self.golem("-attempts", "2", "-jobs", "2", "-models", "a,b", "-sandbox", "bwrap",
+                            server=server)
         lines = screen_lines(output)
         self.assertTrue(any(re.search(r"^\[1 model [1-9]s \| 2 model [1-9]s", line)
                             for line in lines), lines)

@@ -217,9 +217,12 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
         env = {**env, "GOLEM_EVIDENCE_FD": str(write_end)}
         pass_fds = (write_end,)
     try:
-        proc = _Popen(spawn, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                      start_new_session=True, close_fds=True, pass_fds=pass_fds)
+        with _SPAWN:    # registered before any reap_strays can look: it is no stray
+            proc = _Popen(spawn, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          start_new_session=True, close_fds=True, pass_fds=pass_fds)
+            with _LOCK:
+                _LEADERS.add(proc.pid)
     except BaseException as exc:
         if records >= 0:
             os.close(records)
@@ -239,8 +242,6 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
     forget = stopper.on_set(lambda: _killpg(proc.pid, signal.SIGKILL)) if stopper else None
     try:
         # everything after the spawn is in here: the finally ends the group whatever is raised
-        with _LOCK:
-            _LEADERS.add(proc.pid)
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         captures = {fd: capture}
@@ -303,6 +304,9 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
 # group (it left its command's group with setsid or setpgid) is a stray.
 _LEADERS: set[int] = set()
 _LOCK = threading.Lock()
+# held from a command's spawn until its group is registered, and by reap_strays: a command
+# another thread is starting is never taken for a stray
+_SPAWN = threading.Lock()
 _SUBREAPER = [False]
 
 
@@ -346,6 +350,11 @@ def reap_strays(rounds: int = 50) -> int:
     `become_subreaper`), and whatever it started; returns how many were ended."""
     if not _SUBREAPER[0]:
         return 0
+    with _SPAWN:
+        return _reap(rounds)
+
+
+def _reap(rounds: int) -> int:
     own_group, ended = os.getpgrp(), 0
     for _ in range(rounds):
         with _LOCK:

@@ -26,11 +26,11 @@ import dataclasses
 import os
 import threading
 from dataclasses import dataclass, field
+from secrets import randbelow
 from typing import Any, Callable
 
 from golem import agent, cancel
 from golem.agent import prompts, stops
-from golem.agent.budget import Budget
 from golem.errors import UsageError, interrupted
 from golem.llm import Provider
 from golem.llm.types import Usage
@@ -38,9 +38,10 @@ from golem.tools import default_registry, process, tree
 from golem.tools.workspace import Workspace
 from golem.trace import Trace
 from golem.workflow import present, runs
-from golem.workflow.fix import (UNSEALED, VERDICT_EXTRAS, _tail, base_report, facts_for,
-                                reserve_for_verification, resolved, write_output)
+from golem.workflow.fix import (UNSEALED, VERDICT_EXTRAS, _own_files, _tail, base_report,
+                                facts_for, reserve_for_verification, resolved, write_output)
 from golem.workflow.patch import diffstat, file_diffs
+from golem.workflow.pool import Pool, SharedBudget
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import agent_scratch, grade, rebuild, run_baseline
 from golem.workflow.verifier.grade import Verdict
@@ -56,43 +57,7 @@ class Spec:
     index: int              # 1-based
     model: str
     provider: Provider
-
-
-class Pool:
-    """Dollars spent by all attempts together, for the shared -cost budget."""
-
-    def __init__(self, limit: float):
-        self.limit = limit
-        self.spent = 0.0
-        self.lock = threading.Lock()
-
-    def add(self, amount: float) -> float:
-        with self.lock:
-            self.spent += max(0.0, amount)
-            return self.spent
-
-
-@dataclass
-class SharedBudget(Budget):
-    """An attempt's budget: its own steps and tokens, the command's wall clock, and dollars
-    counted in a pool shared by every attempt."""
-
-    pool: Pool | None = None
-    _seen: float = 0.0
-
-    def settle(self, usage: Usage) -> float:
-        """Add what this attempt spent since the last call to the pool; the pool's total."""
-        cost = usage.cost or 0.0
-        total = self.pool.add(cost - self._seen) if self.pool else cost
-        self._seen = cost
-        return total
-
-    def check(self, steps: int, usage: Usage) -> str | None:
-        stop = super().check(steps, usage)
-        total = self.settle(usage)
-        if stop is None and self.pool and self.pool.limit and total >= self.pool.limit:
-            return "cost"
-        return stop
+    seed: int | None = None  # the sampling seed its requests carry, where the provider takes one
 
 
 @dataclass
@@ -109,6 +74,7 @@ class Attempt:
     root: str | None = None
     error: str | None = None
     after: dict[str, Entry] = field(default_factory=dict)
+    held: dict[str, str] = field(default_factory=dict)     # diffs of the protected changes
 
     @property
     def lines(self) -> int:
@@ -136,7 +102,7 @@ class Attempt:
     def to_json(self) -> dict:
         usage = self.outcome.usage if self.outcome else Usage()
         grading = self.grading
-        return {"attempt": self.spec.index, "model": self.spec.model,
+        return {"attempt": self.spec.index, "model": self.spec.model, "seed": self.spec.seed,
                 "stop": self.outcome.stop if self.outcome else None,
                 "verdict": self.verdict.name if self.verdict else None,
                 "summary": self.verdict.summary if self.verdict else self.error,
@@ -160,11 +126,13 @@ def closest(attempts: list[Attempt]) -> Attempt | None:
     return max(attempts, key=lambda a: a.closeness()) if attempts else None
 
 
-def _private_snapshot(snap: Snapshot, root: str) -> Snapshot:
+def _private_snapshot(snap: Snapshot, root: str,
+                      layout: rebuild.Layout | None = None) -> Snapshot:
     """The snapshot as seen from a private copy: a file too large to keep is fingerprinted
-    by its metadata, which differs in the copy, so those entries are taken from the copy."""
-    entries = dict(snap.entries)
-    for rel, entry in snap.entries.items():
+    by its metadata, which differs in the copy, so those entries are taken from the copy;
+    what the layout writes (a worktree's `.git` file) is not the tree's and is left out."""
+    entries = {p: e for p, e in snap.entries.items() if not (layout and layout.foreign(p))}
+    for rel, entry in list(entries.items()):
         if entry.sha.startswith("large:"):
             info = os.lstat(os.path.join(root, *rel.split("/")))
             entries[rel] = Entry(_large(info), entry.mode, entry.size, False)
@@ -173,24 +141,29 @@ def _private_snapshot(snap: Snapshot, root: str) -> Snapshot:
 
 
 def apply_to_workspace(root: str, source: str, snap: Snapshot, changes: Changes,
-                       exclude: set[str], verified: dict[str, Entry]) -> Changes:
+                       exclude: set[str], verified: dict[str, Entry],
+                       layout: rebuild.Layout | None = None,
+                       ignore: set[str] = frozenset()) -> Changes:
     """Make the workspace at `root` hold what `source` holds at the changed paths (but the
-    `exclude`d and compiled ones), through no-follow writes, after checking the workspace
-    is still as the snapshot has it there and `source` still as it was graded (`verified`,
-    its fingerprint then). Returns the changes applied."""
+    `exclude`d and compiled ones), through no-follow writes, after checking that the whole
+    workspace is still as the snapshot has it (files, dependency trees, git's refs; the
+    paths in `ignore` are golem's own output) and the whole of `source` still as it was
+    graded (`verified`, its fingerprint then). Returns the changes applied."""
+    layout = layout or rebuild.Layout.of(root, snap.deps)
     now = fingerprint(root, deps=snap.deps).entries
-    state = lambda entry: (entry.sha, entry.mode) if entry else None
-    moved = [p for p in changes.all if state(now.get(p)) != state(snap.entries.get(p))]
+    moved = [p for p in compare(snap.entries, now).all if p not in ignore]
+    if not moved and snap.manifest:
+        moved = list(manifest_changes(snap.manifest, manifest(root, snap.deps)))
     if moved:
         raise UsageError(f"the workspace changed during the attempts ({moved[0]}); the "
                          "winner was not applied (its patch is in the run directory)")
     # what is applied must be what was verified: the source as it was when it was graded
-    held = fingerprint(source, deps=snap.deps).entries
-    moved = [p for p in changes.all if state(held.get(p)) != state(verified.get(p))]
+    held = _own(fingerprint(source, deps=layout.trees).entries, layout)
+    moved = compare(_own(verified, layout), held).all
     if moved:
         raise UsageError(f"the verified copy changed after its verification ({moved[0]}); "
                          "nothing was applied")
-    skip = exclude | {p for p in changes.all if rebuild.compiled(p)}
+    skip = exclude | {p for p in changes.all if rebuild.compiled(p) or layout.foreign(p)}
     target = rebuild.Copy(root, os.path.realpath(source))
     with tree.Writer(root) as writer:
         for rel in sorted(set(changes.all) - skip):
@@ -199,14 +172,24 @@ def apply_to_workspace(root: str, source: str, snap: Snapshot, changes: Changes,
     return Changes(keep(changes.added), keep(changes.modified), keep(changes.removed))
 
 
+def _own(entries: dict[str, Entry], layout: rebuild.Layout) -> dict[str, Entry]:
+    """A copy's fingerprint without what the layout put there (links to the trees, the
+    `.git` file)."""
+    return {p: e for p, e in entries.items()
+            if not layout.foreign(p) and p.split("/", 1)[0] not in layout.managed}
+
+
 class Runner:
-    """Everything the attempts share: the setup, the baseline, the snapshot, the budgets."""
+    """Everything the attempts share: the setup, the baseline, the snapshot, the layout of
+    every copy, the budgets, and the bound on verifications at once (the cores)."""
 
     def __init__(self, setup: Setup, baseline, snap: Snapshot, run_dir: str, options: Options,
-                 trace: Trace, secrets: list[str], links: list[str]):
+                 trace: Trace, secrets: list[str], layout: rebuild.Layout):
         self.setup, self.baseline, self.snap, self.run_dir = setup, baseline, snap, run_dir
-        self.options, self.trace, self.secrets, self.links = options, trace, secrets, links
+        self.options, self.trace, self.secrets, self.layout = options, trace, secrets, layout
         self.pool = Pool(options.budget.cost)
+        self.grading = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
+        self.started: dict[int, Attempt] = {}      # every attempt begun, for an interrupt
         reserve = reserve_for_verification(options, baseline.result)
         self.wall = options.budget.wall - reserve if reserve else options.budget.wall
         self.task = prompts.fix_task(setup.command.text, baseline.result.failing,
@@ -214,7 +197,7 @@ class Runner:
 
     def run(self, spec: Spec, stopper: cancel.Cancel) -> Attempt:
         """One attempt from start to verdict, in the calling thread."""
-        attempt = Attempt(spec)
+        attempt = self.started.setdefault(spec.index, Attempt(spec))
         trace = self.trace.tagged(spec.index)
         env = dataclasses.replace(self.setup.verifier, trace=trace)
         root_ws = self.setup.workspace.root
@@ -223,34 +206,38 @@ class Runner:
         with cancel.scope(stopper):
             copy = rebuild.from_snapshot(self.snap, root_ws,
                                          os.path.join(home.root, os.path.basename(root_ws)),
-                                         Changes([], [], []), set(), self.links)
+                                         Changes([], [], []), set(), self.layout)
             attempt.root = copy.root
             if copy.problems:
                 attempt.error = "the private copy is incomplete: " + "; ".join(copy.problems[:2])
                 trace.emit("attempt", model=spec.model, summary=attempt.error, verdict=None)
                 return attempt
-            snap = _private_snapshot(self.snap, copy.root)
+            snap = _private_snapshot(self.snap, copy.root, self.layout)
             phase, cmd_env, wrap = agent_scratch(env, self.baseline, copy.root,
-                                                 read_only=copy.read_only, hidden=(root_ws,))
+                                                 read_only=self.layout.read_only,
+                                                 hidden=(root_ws,))
+            opts = self.options
+            budget = SharedBudget(steps=opts.budget.steps, tokens=opts.budget.tokens,
+                                  wall=self.wall, cost=0.0, started=opts.budget.started,
+                                  pool=self.pool)
             try:
                 context = self.setup.context(cmd_env, wrap)
                 context.workspace = Workspace(copy.root)
                 registry = default_registry(context, self.secrets)
-                opts = self.options
-                budget = SharedBudget(steps=opts.budget.steps, tokens=opts.budget.tokens,
-                                      wall=self.wall, cost=0.0, started=opts.budget.started,
-                                      pool=self.pool)
                 outcome = agent.run(spec.provider, registry, model=spec.model,
                                     system=prompts.FIX, task=self.task, budget=budget,
                                     trace=trace, max_tokens=opts.provider.max_tokens,
                                     window=opts.window, context=opts.context)
+                attempt.outcome = outcome
                 budget.settle(outcome.usage)
             finally:
+                if budget._held is not None:        # a call that never came back
+                    self.pool.release(budget._held, 0.0)
                 process.reap_strays()
                 phase.close()
-            attempt.outcome = outcome
             if outcome.stop not in ("interrupted", "cancelled"):
-                self._grade(attempt, copy.root, snap, env)
+                with self.grading:
+                    self._grade(attempt, copy.root, snap, env)
         summary = attempt.verdict.summary if attempt.verdict else \
             (attempt.error or f"no verdict: stop={outcome.stop}")
         trace.emit("attempt", model=spec.model, summary=f"attempt {spec.index} ({spec.model}): "
@@ -259,51 +246,60 @@ class Runner:
 
     def _grade(self, attempt: Attempt, root: str, snap: Snapshot, env) -> None:
         checked = check_copy(self.setup, self.baseline, self.snap, snap, root, env,
-                             self.links, self.options)
+                             self.layout, self.options)
         attempt.verdict, attempt.grading = checked.verdict, checked.grading
         attempt.changes, attempt.diffs = checked.changes, checked.diffs
-        attempt.after = checked.after
+        attempt.after, attempt.held = checked.after, checked.held
         if checked.grading is None:
             return
         stops.explain(attempt.verdict, attempt.outcome)
         patch = os.path.join(self.run_dir, f"attempt-{attempt.spec.index}.patch")
-        tree.write_output(patch, "".join(attempt.diffs.values()))
+        reasons = dict(checked.grading.protected)
+        marked = "".join(f"# golem: protected change, never applied: {rel} ({reasons[rel]})\n"
+                         + diff for rel, diff in checked.held.items())
+        tree.write_output(patch, "".join(attempt.diffs.values()) + marked)
         attempt.patch = patch
 
 
 @dataclass
 class Checked:
     """A private copy, graded: the verdict, and the changes and their diffs (the allowed
-    ones: what applying it would write)."""
+    ones: what applying it would write; `held`, the protected ones, kept for reading)."""
 
     verdict: Verdict
     grading: Any = None
     changes: Changes | None = None
     diffs: dict[str, str] = field(default_factory=dict)
     after: dict[str, Entry] = field(default_factory=dict)     # the copy's fingerprint, graded
+    held: dict[str, str] = field(default_factory=dict)
 
 
 def check_copy(setup: Setup, baseline, master: Snapshot, snap: Snapshot, root: str, env,
-               links: list[str], options: Options) -> Checked:
+               layout: rebuild.Layout | list[str], options: Options) -> Checked:
     """Grade the private copy at `root` (whose own view of the snapshot is `snap`) through
-    the sealed verifier, in a fresh copy of its own, as `fix` grades the workspace."""
+    the sealed verifier, in a fresh copy of its own made as `layout` says (the trees linked
+    from the real workspace, never through the copy's links), as `fix` grades the
+    workspace."""
+    if not isinstance(layout, rebuild.Layout):
+        layout = rebuild.Layout.of(setup.workspace.root, master.deps)
     try:
-        after = fingerprint(root, deps=master.deps).entries
+        after = _own(fingerprint(root, deps=layout.trees).entries, layout)
     except tree.TreeError as exc:
         return Checked(Verdict("FAILED", f"FAILED: the copy holds a tree golem cannot "
                                f"walk: {exc}"))
-    after = {p: e for p, e in after.items() if p not in links}
-    changes = compare(snap.entries, after)
+    changes = compare(_own(snap.entries, layout), after)
     trees = manifest_changes(master.manifest, manifest(setup.workspace.root, master.deps))
     facts = facts_for(setup, baseline, snap, changes, trees)
     grading = grade(env, baseline, root, changes, facts,
                     lambda target, exclude: rebuild.from_snapshot(
-                        snap, root, target, changes, exclude, links),
+                        snap, root, target, changes, exclude, layout),
                     lambda rel: _original(master, rel), strict=options.strict,
                     repeats=options.repeat)
     held = {p for p, _ in grading.protected}
-    diffs = {p: d for p, d in file_diffs(root, snap, changes.all).items() if p not in held}
-    return Checked(grading.verdict, grading, changes, diffs, after)
+    every = file_diffs(root, snap, changes.all)
+    diffs = {p: d for p, d in every.items() if p not in held}
+    return Checked(grading.verdict, grading, changes, diffs, after,
+                   {p: d for p, d in every.items() if p in held})
 
 
 def _original(snap: Snapshot, rel: str) -> bytes | None:
@@ -349,6 +345,24 @@ def run_attempts(runner: Runner, specs: list[Spec], jobs: int, first: bool) -> l
     return done
 
 
+def so_far(runner: Runner, specs: list[Spec]) -> list[Attempt]:
+    """Every attempt as far as it got (after an interrupt: steps, tokens, cost so far)."""
+    return [runner.started.get(spec.index) or Attempt(spec, error="not started")
+            for spec in specs]
+
+
+def totals(report: dict, attempts: list[Attempt]) -> None:
+    """The attempts, and their steps, tool calls, tokens and cost summed, into `report`."""
+    report["attempts"] = [a.to_json() for a in attempts]
+    usage = Usage()
+    for a in attempts:
+        if a.outcome:
+            usage += a.outcome.usage
+    report.update(steps=sum(a.outcome.steps for a in attempts if a.outcome),
+                  tool_calls=sum(a.outcome.tool_calls for a in attempts if a.outcome),
+                  tokens=usage.to_json(), cost=round(usage.cost or 0.0, 6))
+
+
 def fix_attempts(options: Options, specs: list[Spec], trace: Trace, secrets: list[str], *,
                  jobs: int, first: bool = False) -> dict:
     """`golem fix -attempts N` (see the module docstring); returns the `-json` object with
@@ -371,18 +385,30 @@ def fix_attempts(options: Options, specs: list[Spec], trace: Trace, secrets: lis
         snap = Snapshot.take(root, run_dir)
         runs.record_root(run_dir, snap.root_id)
         report["run_id"] = run_id
-        links = snap.deps + ([".git"] if os.path.isdir(os.path.join(root, ".git"))
-                             and not os.path.islink(os.path.join(root, ".git")) else [])
-        runner = Runner(setup, baseline, snap, run_dir, options, trace, secrets, links)
-        trace.emit("note", message=f"{len(specs)} attempts, {min(jobs, len(specs))} at a time"
+        layout = rebuild.Layout.of(root, snap.deps)
+        runner = Runner(setup, baseline, snap, run_dir, options, trace, secrets, layout)
+        if not setup.sealed and jobs > 1 and len(specs) > 1:
+            # unconfined commands could write another attempt's copy: one at a time
+            jobs = 1
+            trace.emit("note", message=SEQUENTIAL)
+        jobs = min(jobs, len(specs))
+        trace.emit("note", message=f"{len(specs)} attempts, {jobs} at a time"
                    + (", stopping at the first verified" if first else ""),
-                   attempts=len(specs), jobs=jobs, first=first)
+                   attempts=len(specs), jobs=jobs, first=first,
+                   seeds=[spec.seed for spec in specs])
         try:
             attempts = run_attempts(runner, specs, jobs, first)
         except KeyboardInterrupt as exc:
             runs.finish_run(run_dir, Changes([], [], []), {})
+            totals(report, so_far(runner, specs))
+            report.update(stop="interrupted",
+                          elapsed_s=round(options.budget.elapsed(), 3))
             raise interrupted(exc, report) from None
         return _conclude(report, attempts, runner, patch_path)
+
+
+SEQUENTIAL = ("-sandbox none: the attempts run one at a time, since without bubblewrap one "
+              "attempt's commands could write another's copy; see docs/security.md")
 
 
 def preflight_wait(provider: Provider, deadline: float | None) -> None:
@@ -394,14 +420,7 @@ def _conclude(report: dict, attempts: list[Attempt], runner: Runner,
               patch_path: str | None) -> dict:
     setup, trace, options = runner.setup, runner.trace, runner.options
     root = setup.workspace.root
-    report["attempts"] = [a.to_json() for a in attempts]
-    usage = Usage()
-    for a in attempts:
-        if a.outcome:
-            usage += a.outcome.usage
-    report.update(steps=sum(a.outcome.steps for a in attempts if a.outcome),
-                  tool_calls=sum(a.outcome.tool_calls for a in attempts if a.outcome),
-                  tokens=usage.to_json(), cost=round(usage.cost or 0.0, 6))
+    totals(report, attempts)
     winner = choose(attempts)
     pick = winner or closest([a for a in attempts if a.verdict is not None])
     if pick is None:
@@ -426,7 +445,8 @@ def _conclude(report: dict, attempts: list[Attempt], runner: Runner,
     if winner is not None:
         try:
             applied = apply_to_workspace(root, winner.root, runner.snap, winner.changes,
-                                         {p for p, _ in grading.protected}, winner.after)
+                                         {p for p, _ in grading.protected}, winner.after,
+                                         runner.layout, _own_files(root, options))
         except UsageError as exc:
             applied = Changes([], [], [])
             verdict = Verdict("FAILED", f"FAILED: {exc}")
@@ -486,6 +506,12 @@ def parse_models(text: str, providers: list[str]) -> list[tuple[str | None, str]
     if not found:
         raise UsageError("-models is empty; give model ids separated by commas")
     return found
+
+
+def seed_base() -> int:
+    """A fresh base for the attempts' seeds (attempt K sends base + K): a re-run, or another
+    job of a matrix, draws new samples from a provider that honours seeds."""
+    return randbelow(1 << 30)
 
 
 def make_specs(models: list[tuple[str | None, str]], count: int,

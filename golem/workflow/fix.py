@@ -134,7 +134,9 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         snap = Snapshot.take(root, run_dir, runs.store_dir())
         runs.record_root(run_dir, snap.root_id)
         compiled = bytecode(root, snap.deps)
-        phase, env, wrap = agent_scratch(setup.verifier, baseline, root)
+        layout = rebuild.Layout.of(root, snap.deps)     # how every copy of it is made
+        phase, env, wrap = agent_scratch(setup.verifier, baseline, root,
+                                         read_only=layout.outside)
         setup.keep(phase)
         registry = default_registry(setup.context(env, wrap), secrets)
         task = prompts.fix_task(setup.command.text, before.failing, _tail(before.output))
@@ -179,12 +181,10 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             raise interrupted(outcome.interrupt, report)    # the CLI prints it with -json
         trees_changed = manifest_changes(snap.manifest, manifest(root, snap.deps))
         facts = facts_for(setup, baseline, snap, changes, trees_changed)
-        links = snap.deps + ([".git"] if os.path.isdir(os.path.join(root, ".git"))
-                             and not os.path.islink(os.path.join(root, ".git")) else [])
         trace.emit("phase", name="verification")
         grading = grade(setup.verifier, baseline, root, changes, facts,
                         lambda target, exclude: rebuild.from_snapshot(
-                            snap, root, target, changes, exclude, links),
+                            snap, root, target, changes, exclude, layout),
                         lambda rel: _original(snap, rel), strict=options.strict,
                         repeats=options.repeat)
         verdict = grading.verdict

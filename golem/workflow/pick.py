@@ -33,7 +33,7 @@ from golem.tools.search import _git_env
 from golem.trace import Trace
 from golem.workflow import runs
 from golem.workflow.attempts import _private_snapshot, apply_to_workspace, check_copy
-from golem.workflow.fix import base_report, write_output
+from golem.workflow.fix import _own_files, base_report, write_output
 from golem.workflow.patch import base_commit, diffstat, quote
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import rebuild, run_baseline
@@ -264,7 +264,8 @@ def pick(options: Options, trace: Trace, results: list[str], print_only: bool = 
         else:
             try:
                 applied = apply_to_workspace(root, copy_root, snap, checked.changes,
-                                             {p for p, _ in grading.protected}, checked.after)
+                                             {p for p, _ in grading.protected}, checked.after,
+                                             ignore=_own_files(root, options))
             except UsageError as exc:
                 runs.finish_run(run_dir, Changes([], [], []), {})
                 verdict = Verdict("FAILED", f"FAILED: {exc}")
@@ -299,12 +300,13 @@ def _check(setup: Setup, baseline, snap: Snapshot, item: Candidate, number: int,
     from golem.workflow.attempts import Checked
     root = setup.workspace.root
     home = setup.keep(Phase(f"candidate{number}"))
+    layout = rebuild.Layout.of(root, snap.deps)
     copy = rebuild.from_snapshot(snap, root, os.path.join(home.root, os.path.basename(root)),
-                                 Changes([], [], []), set(), snap.deps)
+                                 Changes([], [], []), set(), layout)
     if copy.problems:
         return Checked(Verdict("FAILED", "FAILED: the private copy is incomplete: "
                                + "; ".join(copy.problems[:2]))), copy.root
-    private = _private_snapshot(snap, copy.root)
+    private = _private_snapshot(snap, copy.root, layout)
     why = _apply(item.text, copy.root, home.root)
     if why:
         return Checked(Verdict("FAILED", f"FAILED: the patch does not apply here: {why}")), \
@@ -314,5 +316,5 @@ def _check(setup: Setup, baseline, snap: Snapshot, item: Candidate, number: int,
         return Checked(Verdict("FAILED", "FAILED: refused: the patch makes a link that "
                                f"leaves the repository: {leaving[0]}")), copy.root
     checked = check_copy(setup, baseline, snap, private, copy.root, setup.verifier,
-                         list(snap.deps), options)
+                         layout, options)
     return checked, copy.root

@@ -119,8 +119,8 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
         root = setup.workspace.root
         _resolve(root, rev)
         trees = untracked_trees(root, rev)
-        links = trees + ([".git"] if os.path.isdir(os.path.join(root, ".git"))
-                         and not os.path.islink(os.path.join(root, ".git")) else [])
+        layout = rebuild.Layout.of(root, trees)     # how every copy of it is made
+        links = list(layout.trees)
         changes = _outside_trees(changes_since(root, rev), trees)
         export = setup.keep(Phase("export"))
         base = os.path.join(export.root, os.path.basename(root) or "base")
@@ -132,7 +132,7 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
         trace.emit("note", message=f"baseline: the suite as it was at {rev}")
         trace.emit("phase", name="baseline")
         baseline = run_baseline(setup.verifier, setup.command, os.path.realpath(base),
-                                read_only=tuple(os.path.join(root, n) for n in links),
+                                read_only=layout.read_only,
                                 cache=lambda interp: runs.cache_for(interp, root))
         setup.keep(baseline.phase)
         before = fingerprint(base, deps=links)

@@ -337,6 +337,45 @@ def attempts_overhead(attempts: int = 3, seconds: float = 2.0, repeats: int = 3)
                    "are other processes)")]
 
 
+def attempts_model_bound(attempts: int = 3, delay: float = 1.0,
+                         repeats: int = 3) -> Figure:
+    """`golem fix -attempts N` at the default -jobs against one `golem fix`, with a model
+    that takes `delay` seconds a reply, on a git checkout with a `.venv` inside."""
+    from tests import layouts
+    script = lambda: [_call(0, "edit_file", {"path": "calc.py", "old_string": "a - b",
+                                             "new_string": "a + b"}),
+                      _call(1, "run_tests", {}), answer_reply("Fixed add in calc.py.")]
+    models = [f"m{i}" for i in range(1, attempts + 1)]
+    ones, many = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {"calc.py": "def add(a, b):\n    return a - b\n",
+                 "tests/test_calc.py": "import unittest\n\nfrom calc import add\n\n\n"
+                                       "class T(unittest.TestCase):\n"
+                                       "    def test_add(self):\n"
+                                       "        self.assertEqual(add(2, 3), 5)\n"}
+        state = os.path.join(tmp, "state")
+        for round_ in range(repeats + 1):     # the first round warms up and is dropped
+            repo = layouts.build("git+venv", tmp, files, name=f"one{round_}")
+            with ScriptServer(script(), delay=delay) as server:
+                one, _ = _timed_fix(repo, state, server.url, ["-model", "m1"])
+            repo = layouts.build("git+venv", tmp, files, name=f"many{round_}")
+            with ScriptServer([], by_model={m: script() for m in models},
+                              delay=delay) as server:
+                took, _ = _timed_fix(repo, state, server.url,
+                                     ["-attempts", str(attempts), "-models", ",".join(models)])
+            if round_:
+                ones.append(one)
+                many.append(took)
+    one, took = statistics.median(ones), statistics.median(many)
+    how = (f"a git checkout with a `.venv` inside; a loopback model that takes {delay:g} s a "
+           f"reply (three replies: edit, run the tests, answer); the default `-jobs` on "
+           f"{os.cpu_count()} cores; median of {repeats} runs each after one dropped warm-up")
+    return Figure(f"attempts: `fix -attempts {attempts}` at the default `-jobs`, a model "
+                  f"taking {delay:g} s a reply / one `fix`",
+                  f"{took / one:.2f}x ({took:.2f} s / {one:.2f} s)", "at most 1.3x",
+                  took <= 1.3 * one, how)
+
+
 # -- deadlines ---------------------------------------------------------------------------------
 
 def deadline_overshoot(wall: float = 1.0, repeats: int = 3) -> Figure:
@@ -593,12 +632,41 @@ cent; on a busy machine, by more.
 """
 
 
+def update(text: str, figures: list[Figure]) -> str:
+    """docs/benchmarks.md with the rows and notes of `figures` replaced (or added)."""
+    lines = text.splitlines()
+    for f in figures:
+        row = (f"| {f.name} | {f.measured} | {f.target} | "
+               f"{'pass' if f.ok else 'miss' if f.ok is False else 'n/a'} |")
+        note = f"- **{f.name}**: {f.how}."
+        for line, head in ((row, f"| {f.name} |"), (note, f"- **{f.name}**:")):
+            at = [i for i, old in enumerate(lines) if old.startswith(head)]
+            if at:
+                lines[at[0]] = line
+                continue
+            kind = "| " if line.startswith("|") else "- **"
+            last = max(i for i, old in enumerate(lines) if old.startswith(kind))
+            lines.insert(last + 1, line)
+    return "\n".join(lines) + "\n"
+
+
+MEASURES = ("startup", "loop_overhead", "fix_overhead", "attempts_overhead",
+            "attempts_model_bound", "deadline_overshoot", "context_economy", "search_speed",
+            "peak_memory", "snapshot_sharing")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run every measurement at full size and write docs/benchmarks.md."""
+    """Run every measurement at full size and write docs/benchmarks.md; given names of
+    measurements, run only those and update their rows of it."""
     out = os.path.join(ROOT, "docs", "benchmarks.md")
+    names = list(argv or [])
+    unknown = [n for n in names if n not in MEASURES]
+    if unknown:
+        print(f"unknown measurement {unknown[0]!r}; known: {', '.join(MEASURES)}",
+              file=sys.stderr)
+        return 2
     figures: list[Figure] = []
-    for measure in (startup, loop_overhead, fix_overhead, attempts_overhead, deadline_overshoot,
-                    context_economy, search_speed, peak_memory, snapshot_sharing):
+    for measure in (globals()[name] for name in names or MEASURES):
         got = measure()
         got = got if isinstance(got, list) else [got]
         for figure in got:
@@ -606,8 +674,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{figure.name}: {figure.measured} (target {figure.target}): {verdict}",
                   flush=True)
         figures.extend(got)
+    if names:
+        with open(out, encoding="utf-8") as handle:
+            text = update(handle.read(), figures)
+    else:
+        text = report(figures, machine())
     with open(out, "w", encoding="utf-8") as handle:
-        handle.write(report(figures, machine()))
+        handle.write(text)
     print(f"wrote {os.path.relpath(out, ROOT)}")
     return 0
 

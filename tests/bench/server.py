@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -34,8 +35,10 @@ def _reply(message: dict, finish: str) -> bytes:
 class ScriptServer:
     """`with ScriptServer(replies) as server:` serves `replies` in order at `server.url`."""
 
-    def __init__(self, replies: list[bytes], by_model: dict[str, list[bytes]] | None = None):
+    def __init__(self, replies: list[bytes], by_model: dict[str, list[bytes]] | None = None,
+                 delay: float = 0.0):
         self.replies = list(replies)
+        self.delay = delay          # seconds each reply takes, as a model thinking
         # model id -> a script of its own, for several conversations at once
         self.by_model = {k: list(v) for k, v in (by_model or {}).items()}
         self.bodies: list[bytes] = []
@@ -58,6 +61,8 @@ class ScriptServer:
                         model = None
                     queue = owner.by_model.get(model, owner.replies)
                     data = queue.pop(0) if queue else answer_reply()
+                if owner.delay:
+                    time.sleep(owner.delay)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
