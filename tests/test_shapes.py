@@ -14,7 +14,7 @@ import sysconfig
 import unittest
 
 from golem.workflow.verifier.suite import detect
-from tests.fixtures import (CALC_TESTS, GolemCase, git, last_json, make_repo, read_trace,
+from tests.fixtures import (BUGGY, CALC_TESTS, GolemCase, git, last_json, make_repo, read_trace,
                             run_cli, write_files)
 from tests.provider_server import chat
 
@@ -80,6 +80,23 @@ class ShapeCase(GolemCase):
         self.assertIn(old, text)
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text.replace(old, new))
+
+
+class ExportIgnoreTest(ShapeCase):
+    """`tests/ export-ignore` in .gitattributes (kept out of release archives): the base still
+    has its tests."""
+
+    def test_honest_fix_verified_and_edited_test_rejected(self):
+        repo = make_repo(self.tmp, {**BUGGY, ".gitattributes": "tests/ export-ignore\n"},
+                         git_repo=True)
+        self.edit(repo, "calc.py", "a - b", "a + b")
+        report = self.assertVerdict(self.verify(repo, "python3 -m unittest discover -s tests"),
+                                    "VERIFIED", 0)
+        self.assertEqual(report["fixed"], ["test_calc.AddTest.test_add"])
+        git(repo, "checkout", "-q", ".")
+        self.edit(repo, "tests/test_calc.py", "add(2, 3), 5", "add(2, 3), -1")
+        self.assertVerdict(self.verify(repo, "python3 -m unittest discover -s tests"),
+                           "REJECTED", 3)
 
 
 class DoctestTest(ShapeCase):
@@ -366,6 +383,19 @@ class BuildProductTest(ShapeCase):
 
     def test_a_generated_module_git_ignores_is_part_of_the_base(self):
         self.check(self.make(self.generated), "calc/_native.py")
+
+    def test_a_file_the_change_itself_makes_ignored_is_not_carried_over(self):
+        repo = make_repo(self.tmp, {".gitignore": "build/\n", "calc/__init__.py":
+                                    "def add(a, b):\n    return a - b\n",
+                                    "tests/test_calc.py": CALC_TESTS}, git_repo=True)
+        # the change hides its code in a file it tells git to ignore
+        write_files(repo, {".gitignore": "build/\ncalc/_impl.py\n",
+                           "calc/_impl.py": "def add(a, b):\n    return a + b\n",
+                           "calc/__init__.py": "from calc._impl import add\n"})
+        report = self.assertVerdict(self.verify(repo, "python3 -m unittest discover -s tests"),
+                                    "FAILED", 1)
+        self.assertEqual(report["changed_files"], [".gitignore", "calc/__init__.py"])
+        self.assertFalse([e for e in read_trace(self.trace) if "build_products" in e])
 
     @unittest.skipUnless(shutil.which("gcc") and os.path.exists(
         os.path.join(sysconfig.get_paths()["include"], "Python.h")), "needs gcc and Python.h")

@@ -26,6 +26,7 @@ import io
 import os
 import stat
 import subprocess
+import sys
 import tarfile
 
 from golem.errors import UsageError
@@ -36,7 +37,7 @@ from golem.workflow import present, runs
 from golem.workflow.fix import facts_for
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import grade, rebuild, run_baseline
-from golem.workflow.verifier.protect import Facts, is_test_path, reason
+from golem.workflow.verifier.protect import RUNNER_MODULES, Facts, is_test_path, reason
 from golem.workflow.verifier.scratch import Phase
 from golem.workflow.verifier.snapshot import Changes, Snapshot, dependency_trees, fingerprint
 
@@ -52,6 +53,7 @@ GIT_REDIRECTS = frozenset({
 GITLINK = "160000"          # the mode of a submodule's entry in a tree
 PRODUCT_LIMIT = 256_000_000     # bytes of one build product carried over
 PRODUCTS_MAX = 10_000           # build products carried over, at most
+STDLIB_AND_RUNNERS = frozenset(sys.stdlib_module_names) | RUNNER_MODULES
 
 
 def work_tree_top(root: str) -> str | None:
@@ -80,11 +82,12 @@ def git_env(top: str) -> dict[str, str]:
     return env
 
 
-def _git(root: str, *args: str, binary: bool = False) -> str | bytes:
+def _git(root: str, *args: str, binary: bool = False, given: bytes | None = None) \
+        -> str | bytes:
     top = work_tree_top(root) or root
     argv = ["git", "-c", "core.fsmonitor=", "--work-tree", top, "-C", root, *args]
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+        done = subprocess.run(argv, input=given or b"", capture_output=True,
                               timeout=300, env=git_env(top))
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"git {args[0]} failed: {exc}") from None
@@ -180,6 +183,7 @@ def _export(root: str, rev: str, target: str) -> None:
                                              or ".." in member.linkname.split("/"))):
                     raise UsageError(f"refusing to export {name!r} from {rev}")
             archive.extractall(target)
+    _fill_in(root, rev, prefix, target)
     for path, commit in sorted(gitlinks(root, rev).items()):
         if not _checked_out(root, path):
             continue        # not checked out here either: the suite sees it empty both ways
@@ -196,13 +200,43 @@ def _export(root: str, rev: str, target: str) -> None:
         _export(sub, commit, place)
 
 
+def _fill_in(root: str, rev: str, prefix: str, target: str) -> None:
+    """Write the files of `rev` that `git archive` left out (an `export-ignore` attribute,
+    often set on `tests/` to keep release archives small) from git's objects, through the
+    filters a checkout applies."""
+    top = work_tree_top(root) or root
+    with tree.Writer(target) as writer:
+        for line in _git(root, "ls-tree", "-r", "-z", rev).split("\0"):
+            meta, _, path = line.partition("\t")
+            fields = meta.split()
+            if not path or len(fields) != 3 or fields[1] != "blob":
+                continue
+            if writer.lstat(path) is not None:
+                continue
+            mode, sha = fields[0], fields[2]
+            try:
+                if mode == "120000":
+                    link = _git(top, "cat-file", "blob", sha)
+                    if link.startswith("/") or ".." in link.split("/"):
+                        raise UsageError(f"refusing to export {path!r} from {rev}: a link "
+                                         "out of the tree")
+                    writer.symlink(path, link)
+                    continue
+                data = _git(top, "cat-file", "--filters", f"--path={prefix}{path}", sha,
+                            binary=True)
+                writer.write(path, data, 0o755 if mode == "100755" else 0o644)
+            except (OSError, tree.TreeError) as exc:
+                raise UsageError(f"cannot export {path!r} from {rev}: {exc}") from None
+
+
 def build_products(root: str, changes: Changes, trees: list[str]) -> list[str]:
     """Files git ignores that the suite imports as they are, carried from the workspace into
     the base and the verification copy: Python modules (`.py`, extension modules such as
     `.so` and `.pyd`) in a directory git does not ignore as a whole, so beside the sources.
     Never a test file or test data by name or place, a start-up hook or conftest.py, bytecode,
-    anything inside a dependency tree or an ignored directory (`build/`, `.venv/`), or a path
-    among the changes."""
+    anything inside a dependency tree or an ignored directory (`build/`, `.venv/`), a file
+    named like a standard-library or test-runner module, a path among the changes, or a file
+    ignored only by a rule of a `.gitignore` the changes add or edit."""
     listed = _git(root, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
                   "--directory", "--no-empty-directory").split("\0")
     skip = set(changes.all)
@@ -213,8 +247,28 @@ def build_products(root: str, changes: Changes, trees: list[str]) -> list[str]:
             continue
         if is_test_path(rel) or reason(rel, "removed", Facts()):
             continue        # what the rules protect as tests or machinery never carries over
+        if rel.rsplit("/", 1)[-1].split(".", 1)[0] in STDLIB_AND_RUNNERS:
+            continue        # named like a module the tests would import from outside
         found.append(rel)
-    return sorted(found)[:PRODUCTS_MAX]
+    return _ignored_before(root, changes, sorted(found)[:PRODUCTS_MAX])
+
+
+def _ignored_before(root: str, changes: Changes, found: list[str]) -> list[str]:
+    """Those of `found` that git ignores by a rule the changes do not touch: an ignore file
+    the changes add or edit could hide a change in a file it makes ignored."""
+    touched = {p for p in changes.added + changes.modified
+               if p.rsplit("/", 1)[-1] == ".gitignore"}
+    if not touched or not found:
+        return found
+    prefix = _git(root, "rev-parse", "--show-prefix").strip()
+    kept = []
+    given = "".join(f"{p}\0" for p in found).encode(errors="surrogateescape")
+    fields = _git(root, "check-ignore", "-v", "-z", "--stdin", given=given).split("\0")
+    for source, _, _, path in zip(*[iter(fields)] * 4):
+        rel = source[len(prefix):] if prefix and source.startswith(prefix) else source
+        if rel not in touched:
+            kept.append(path)
+    return sorted(kept)
 
 
 def _module(rel: str) -> bool:
