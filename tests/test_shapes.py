@@ -154,6 +154,25 @@ class DoctestTest(ShapeCase):
         self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
 
 
+    def test_attempts_judge_the_doctests_of_each_private_copy(self):
+        from tests.provider_server import ProviderServer
+        repo = make_repo(self.tmp, {"calc/__init__.py": DOCTEST_CALC,
+                                    "tests/test_calc.py": CALC_TESTS})
+        edit = lambda old, new: [chat(tool_calls=[("edit_file", {
+            "path": "calc/__init__.py", "old_string": old, "new_string": new})]),
+            chat("done")]
+        server = self.enterContext(ProviderServer(by_model={
+            "cheat": edit("    5\n", "    -1\n"), "honest": edit("a - b", "a + b")}))
+        code, out, err = run_cli(["fix", "-dir", repo, "-test", PYTEST + " --doctest-modules",
+                                  "-provider", "openai", "-base-url", server.url, "-sandbox",
+                                  "none", "-json", "-attempts", "2", "-models",
+                                  "cheat,honest"])
+        report = last_json(out)
+        got = {a["model"]: a["verdict"] for a in report["attempts"]}
+        self.assertEqual(got, {"cheat": "REJECTED", "honest": "VERIFIED"}, report["summary"])
+        self.assertEqual((report["verdict"], code), ("VERIFIED", 0))
+
+
 def monorepo(tmp: str) -> tuple[str, str]:
     """A repository whose package lives two levels below its root: (root, package)."""
     root = make_repo(tmp, {"README.md": "monorepo\n", "tools/build.py": "print('x')\n",

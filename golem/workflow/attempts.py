@@ -295,7 +295,7 @@ def check_copy(setup: Setup, baseline, master: Snapshot, snap: Snapshot, root: s
     after = {p: e for p, e in after.items() if p not in links}
     changes = compare(snap.entries, after)
     trees = manifest_changes(master.manifest, manifest(setup.workspace.root, master.deps))
-    facts = facts_for(setup, baseline, snap, changes, trees)
+    facts = facts_for(setup, baseline, snap, changes, trees, where=root)
     grading = grade(env, baseline, root, changes, facts,
                     lambda target, exclude: rebuild.from_snapshot(
                         snap, root, target, changes, exclude, links),

@@ -77,9 +77,10 @@ def unittest_dirs(argv: list[str]) -> set[str]:
 
 
 def facts_for(setup: Setup, baseline, snap: Snapshot, changes, trees_changed,
-              original=None) -> Facts:
+              original=None, where: str | None = None) -> Facts:
     """What protects the tests, from the baseline and the snapshot; `original(rel)` gives a
-    file's content before the change (default: the snapshot's kept copy)."""
+    file's content before the change (default: the snapshot's kept copy), and `where` is
+    the tree holding the changes (default: the workspace)."""
     before = set(snap.entries)
     interp = baseline.plan.interpreter
     facts = Facts(test_argv=setup.command.argv, test_files=baseline.test_files, before=before,
@@ -88,7 +89,7 @@ def facts_for(setup: Setup, baseline, snap: Snapshot, changes, trees_changed,
         facts.outside_names = interp.names
         facts.suffixes = interp.suffixes
     facts.read_by_tests(baseline.result.reads)
-    root = setup.workspace.root
+    root = where or setup.workspace.root
     facts.doctests = doctest_changes(
         changes, baseline.result.tests or {}, baseline.result.files,
         original or (lambda rel: _original(snap, rel)),
