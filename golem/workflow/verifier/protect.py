@@ -24,8 +24,9 @@ whatever its name. Then rules by name and place, all compared without regard to 
 - a dependency tree (`.venv`, `node_modules`, ...) or `.git`'s refs that the run changed;
 - doctests beside code: a module whose doctests the baseline ran (`--doctest-modules`,
   `doctest.DocTestSuite`) is code, not a test file, but the text of its doctests is a test.
-  Changing or deleting an example or its expected output, a `__test__` table, or code that
-  assigns a docstring is protected; every other change to the module is allowed.
+  Adding, changing or deleting an example or its expected output, or a statement that names
+  `__doc__` or `__test__` (a docstring set by code, a `__test__` table) is protected; every
+  other change to the module is allowed.
 
 Each reason says which rule protected the path.
 """
@@ -66,6 +67,7 @@ BUILD_FILES = frozenset({"makefile", "gnumakefile", "tox.ini", "noxfile.py", "pa
 BUILD_PROGRAMS = frozenset({"make", "tox", "nox", "npm", "yarn", "pnpm", "just", "task"})
 HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 METADATA = (".egg-info", ".dist-info", ".egg-link", ".egg")
+DOCTEST_NAMES = ("__doc__", "__test__")      # what doctest reads besides docstrings
 RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "unittest", "nose", "nose2",
                             "conftest", "iniconfig"})
 
@@ -293,22 +295,27 @@ def doctest_text(source: bytes) -> dict[str, object] | None:
                 todo.append((child, f"{name}.{child.name}" if name else child.name))
             elif hasattr(child, "body") or isinstance(child, ast.excepthandler):
                 todo.append((child, name))      # if, try, with, for: definitions inside
-            elif _sets_doctests(child):
-                found.setdefault(" assignments", []).append(ast.dump(child))
-    if " assignments" in found:
-        found[" assignments"] = sorted(found[" assignments"])
+    naming = sorted(ast.dump(node) for node in ast.walk(module)
+                    if isinstance(node, ast.stmt) and _names_doctests(node))
+    if naming:
+        found[" assignments"] = naming
     return found
 
 
-def _sets_doctests(node: ast.AST) -> bool:
-    """A statement that names `__doc__` or `__test__` (an assignment, a setattr)."""
-    if not isinstance(node, ast.stmt):
-        return False
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.Name) and inner.id in ("__doc__", "__test__") or \
-                isinstance(inner, ast.Attribute) and inner.attr in ("__doc__", "__test__") or \
-                isinstance(inner, ast.Constant) and inner.value in ("__doc__", "__test__"):
-            return True
+def _names_doctests(statement: ast.stmt) -> bool:
+    """A statement whose own expressions (not those of the statements inside it) name
+    `__doc__` or `__test__`: an assignment, a setattr, a decorator that could set them."""
+    for field_name, value in ast.iter_fields(statement):
+        if field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, ast.AST):
+                continue
+            for inner in ast.walk(item):
+                if isinstance(inner, ast.Name) and inner.id in DOCTEST_NAMES or \
+                        isinstance(inner, ast.Attribute) and inner.attr in DOCTEST_NAMES or \
+                        isinstance(inner, ast.Constant) and inner.value in DOCTEST_NAMES:
+                    return True
     return False
 
 
