@@ -115,7 +115,7 @@ def changes_since(root: str, rev: str) -> Changes:
     inside a checked-out submodule, file by file since the commit `rev` records for it."""
     added, modified, removed = [], [], []
     status = run_git(root, "diff", "--no-ext-diff", "--no-textconv", "--name-status",
-                  "--no-renames", "--ignore-submodules=all", "-z", "--relative", rev, "--")
+                     "--no-renames", "--ignore-submodules=all", "-z", "--relative", rev, "--")
     fields = status.split("\0")
     linked = gitlinks(root, rev)
     now = _index_gitlinks(root)
@@ -207,8 +207,8 @@ def _fill_in(root: str, rev: str, prefix: str, target: str) -> None:
                                          "out of the tree")
                     writer.symlink(path, link)
                     continue
-                data = run_git(top, "cat-file", "--filters", f"--path={prefix}{path}", sha,
-                            binary=True)
+                data = run_git(top, "cat-file", "--filters", f"--path={prefix}{path}",
+                               sha, binary=True)
                 writer.write(path, data, 0o755 if mode == "100755" else 0o644)
             except (OSError, tree.TreeError) as exc:
                 raise UsageError(f"cannot export {path!r} from {rev}: {exc}") from None
@@ -223,7 +223,7 @@ def build_products(root: str, changes: Changes, trees: list[str]) -> list[str]:
     named like a standard-library or test-runner module, a path among the changes, or a file
     ignored only by a rule of a `.gitignore` the changes add or edit."""
     listed = run_git(root, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                  "--directory", "--no-empty-directory").split("\0")
+                     "--directory", "--no-empty-directory").split("\0")
     skip = set(changes.all)
     inside = lambda rel: any(rel == t or rel.startswith(t + "/") for t in trees)
     found = []

@@ -64,7 +64,7 @@ def untracked_trees(root: str, rev: str) -> list[str]:
         return []
     listed = run_git(root, "ls-files", "-z", "--cached", "--", *found).split("\0")
     listed += run_git(root, "ls-tree", "-r", "-z", "--name-only", rev, "--",
-                   *found).split("\0")
+                      *found).split("\0")
     owned = lambda t: any(p == t or p.startswith(t + "/") for p in listed if p)
     return [t for t in found if not owned(t)]
 
