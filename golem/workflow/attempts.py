@@ -289,7 +289,7 @@ def check_copy(setup: Setup, baseline, master: Snapshot, snap: Snapshot, root: s
                                f"walk: {exc}"))
     changes = compare(_own(snap.entries, layout), after)
     trees = manifest_changes(master.manifest, manifest(setup.workspace.root, master.deps))
-    facts = facts_for(setup, baseline, snap, changes, trees)
+    facts = facts_for(setup, baseline, snap, changes, trees, where=root)
     grading = grade(env, baseline, root, changes, facts,
                     lambda target, exclude: rebuild.from_snapshot(
                         snap, root, target, changes, exclude, layout),

@@ -24,7 +24,7 @@ from golem.workflow.patch import base_commit, diffstat, file_diffs
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import agent_scratch, grade, rebuild, run_baseline
 from golem.workflow.verifier.grade import Verdict
-from golem.workflow.verifier.protect import Facts, import_roots
+from golem.workflow.verifier.protect import Facts, doctest_changes, import_roots
 from golem.workflow.verifier.snapshot import (Changes, Snapshot, bytecode, compare,
                                               fingerprint, manifest, manifest_changes,
                                               planted_bytecode)
@@ -95,8 +95,11 @@ def unittest_dirs(argv: list[str]) -> set[str]:
     return found
 
 
-def facts_for(setup: Setup, baseline, snap: Snapshot, changes, trees_changed) -> Facts:
-    """What protects the tests, from the baseline and the snapshot."""
+def facts_for(setup: Setup, baseline, snap: Snapshot, changes, trees_changed,
+              original=None, where: str | None = None) -> Facts:
+    """What protects the tests, from the baseline and the snapshot; `original(rel)` gives a
+    file's content before the change (default: the snapshot's kept copy), and `where` is
+    the tree holding the changes (default: the workspace)."""
     before = set(snap.entries)
     interp = baseline.plan.interpreter
     facts = Facts(test_argv=setup.command.argv, test_files=baseline.test_files, before=before,
@@ -105,6 +108,11 @@ def facts_for(setup: Setup, baseline, snap: Snapshot, changes, trees_changed) ->
         facts.outside_names = interp.names
         facts.suffixes = interp.suffixes
     facts.read_by_tests(baseline.result.reads)
+    root = where or setup.workspace.root
+    facts.doctests = doctest_changes(
+        changes, baseline.result.tests or {}, baseline.result.files,
+        original or (lambda rel: _original(snap, rel)),
+        lambda rel: (tree.read_file(root, rel, 16_000_000) or (None,))[0])
     added_tests = {p for p in changes.added if p.endswith(".py")}
     facts.import_roots = import_roots(facts.test_files | added_tests, before | set(changes.added),
                                       unittest_dirs(setup.command.argv))

@@ -1,77 +1,39 @@
 """`golem verify -base REV`: the verifier alone, on changes someone else made.
 
 The baseline is the suite as it was at REV, run in a copy exported with `git archive` into a
-scratch directory of its own (the repository is only read). The changes are everything that
-differs from REV now: commits, uncommitted edits and untracked files git does not ignore,
-except inside the workspace's dependency trees (`.venv`, `node_modules`, ...), which are
-linked read-only into both the export and the verification copy, as `fix` does. The re-run
-happens in a second export of REV with only the allowed changes taken over from the
-workspace (golem/workflow/verifier/rebuild.py), through the same sealed path as `fix`.
-git runs without user or system configuration and with `core.fsmonitor` off, so nothing the
-repository's own configuration names is run.
+scratch directory of its own (the repository is only read). Submodules are exported too, each
+at the commit REV records for it, from the submodule's own repository in the workspace. The
+changes are everything that differs from REV now: commits, uncommitted edits and untracked
+files git does not ignore (inside a submodule, measured from the commit REV records), except
+inside the workspace's dependency trees (`.venv`, `node_modules`, ...), which are linked
+read-only into both the export and the verification copy, as `fix` does. Build products git
+ignores that sit beside the sources (an extension module built in place, a generated module)
+are carried from the workspace into both as well: they are no change, and the suite needs
+them (`build_products`). The re-run happens in a second export of REV with only the allowed
+changes taken over from the workspace (golem/workflow/verifier/rebuild.py), through the same
+sealed path as `fix`.
+
+`-dir` may be any directory of a work tree (a package in a monorepo): the export is that
+directory's part of REV, and every path is relative to it. git reads the repository as the
+user's own git does, with the user's configuration (so clean and smudge filters, as git-lfs
+installs them, give the files their working-tree content), but with `core.fsmonitor` off,
+without the variables that point git at another repository, and without credentials.
 """
 
 from __future__ import annotations
 
-import io
 import os
-import subprocess
-import tarfile
 
 from golem.errors import UsageError
 from golem.tools import tree
-from golem.tools.search import _git_env
 from golem.trace import Trace
 from golem.workflow import present, runs
+from golem.workflow.checkout import build_products, carry, changes_since, export, run_git
 from golem.workflow.fix import facts_for
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import grade, rebuild, run_baseline
 from golem.workflow.verifier.scratch import Phase
 from golem.workflow.verifier.snapshot import Changes, Snapshot, dependency_trees, fingerprint
-
-
-def _git(root: str, *args: str, binary: bool = False) -> str | bytes:
-    argv = ["git", "-c", "core.fsmonitor=", "--work-tree", root, "-C", root, *args]
-    try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=300, env=_git_env(root))
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"git {args[0]} failed: {exc}") from None
-    if done.returncode != 0:
-        message = done.stderr.decode(errors="replace").strip().splitlines()
-        raise UsageError(f"git {args[0]}: {message[-1] if message else 'failed'}")
-    return done.stdout if binary else done.stdout.decode(errors="surrogateescape")
-
-
-def changes_since(root: str, rev: str) -> Changes:
-    """Paths (relative to root) that differ from `rev`: committed, uncommitted or untracked."""
-    added, modified, removed = [], [], []
-    status = _git(root, "diff", "--no-ext-diff", "--no-textconv", "--name-status",
-                  "--no-renames", "-z", "--relative", rev, "--")
-    fields = status.split("\0")
-    for kind, path in zip(fields[0::2], fields[1::2]):
-        {"A": added, "D": removed}.get(kind[:1], modified).append(path)
-    untracked = _git(root, "ls-files", "--others", "--exclude-standard", "-z")
-    added += [p for p in untracked.split("\0") if p]
-    return Changes(sorted(set(added)), sorted(modified), sorted(removed))
-
-
-def _export(root: str, rev: str, target: str) -> None:
-    prefix = _git(root, "rev-parse", "--show-prefix").strip()
-    tree = f"{rev}:{prefix}" if prefix else rev
-    data = _git(root, "archive", "--format=tar", tree, binary=True)
-    os.makedirs(target)
-    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        if hasattr(tarfile, "data_filter"):
-            archive.extractall(target, filter="data")
-            return
-        for member in archive.getmembers():   # Python before 3.11.4: check by hand
-            name = member.name
-            if name.startswith("/") or ".." in name.split("/") or member.islnk() or \
-                    (member.issym() and (member.linkname.startswith("/")
-                                         or ".." in member.linkname.split("/"))):
-                raise UsageError(f"refusing to export {name!r} from {rev}")
-        archive.extractall(target)
 
 
 def resolve_base(root: str, rev: str) -> None:
@@ -81,12 +43,12 @@ def resolve_base(root: str, rev: str) -> None:
 
 def _resolve(root: str, rev: str) -> None:
     try:
-        _git(root, "rev-parse", "--git-dir")
+        run_git(root, "rev-parse", "--git-dir")
     except UsageError:
         raise UsageError(f"golem verify needs a git checkout, and {root} is not inside one "
                          f"(so -base {rev!r} names nothing there)") from None
     try:
-        _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        run_git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
     except UsageError:
         raise UsageError(f"-base {rev!r} is not a commit in {root} (git rev-parse cannot "
                          "resolve it)") from None
@@ -100,9 +62,9 @@ def untracked_trees(root: str, rev: str) -> list[str]:
     found = dependency_trees(root)
     if not found:
         return []
-    listed = _git(root, "ls-files", "-z", "--cached", "--", *found).split("\0")
-    listed += _git(root, "ls-tree", "-r", "-z", "--name-only", rev, "--",
-                   *found).split("\0")
+    listed = run_git(root, "ls-files", "-z", "--cached", "--", *found).split("\0")
+    listed += run_git(root, "ls-tree", "-r", "-z", "--name-only", rev, "--",
+                      *found).split("\0")
     owned = lambda t: any(p == t or p.startswith(t + "/") for p in listed if p)
     return [t for t in found if not owned(t)]
 
@@ -122,9 +84,16 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
         layout = rebuild.Layout.of(root, trees)     # how every copy of it is made
         links = list(layout.trees)
         changes = _outside_trees(changes_since(root, rev), trees)
-        export = setup.keep(Phase("export"))
-        base = os.path.join(export.root, os.path.basename(root) or "base")
-        _export(root, rev, base)
+        products = build_products(root, changes, trees)
+        scratch = setup.keep(Phase("export"))
+        base = os.path.join(scratch.root, os.path.basename(root) or "base")
+        export(root, rev, base)
+        products = carry(root, base, products)
+        if products:
+            trace.emit("note", message=f"carried into the base and the verification copy: "
+                       f"{len(products)} build product(s) git ignores ("
+                       + ", ".join(products[:5]) + (", ..." if len(products) > 5 else "")
+                       + ")", build_products=products)
         with tree.Writer(base) as writer:     # what the tests import, read-only
             for name in links:
                 if writer.lstat(name) is None:
@@ -136,14 +105,14 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
                                 cache=lambda interp: runs.cache_for(interp, root))
         setup.keep(baseline.phase)
         before = fingerprint(base, deps=links)
-        snap = Snapshot(export.root, before.entries, before.dirs, links)
-        facts = facts_for(setup, baseline, snap, changes, {})
+        snap = Snapshot(scratch.root, before.entries, before.dirs, links)
         original = lambda rel: (tree.read_file(base, rel, 4_000_000) or (None,))[0]
+        facts = facts_for(setup, baseline, snap, changes, {}, original)
         trace.emit("phase", name="verification")
         grading = grade(setup.verifier, baseline, root, changes, facts,
                         lambda target, exclude: rebuild.from_export(
-                            lambda t: _export(root, rev, t), root, target, changes, exclude,
-                            links),
+                            lambda t: (export(root, rev, t), carry(root, t, products)),
+                            root, target, changes, exclude, layout),
                         original, strict=options.strict, repeats=options.repeat)
         verdict = grading.verdict
         report = {**verdict.fields(), "base": rev,

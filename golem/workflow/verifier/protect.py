@@ -21,13 +21,20 @@ whatever its name. Then rules by name and place, all compared without regard to 
   dependencies, as the test interpreter reported them at the baseline) or is provided by
   the workspace somewhere else on sys.path. Every module suffix the interpreter knows counts
   (`.py`, `.pyc`, extension modules), and so do packages and namespace directories;
-- a dependency tree (`.venv`, `node_modules`, ...) or `.git`'s refs that the run changed.
+- a dependency tree (`.venv`, `node_modules`, ...) or `.git`'s refs that the run changed;
+- doctests beside code: a module whose doctests the baseline ran (`--doctest-modules`,
+  `doctest.DocTestSuite`) is code, not a test file, but the text of its doctests is a test.
+  Adding, changing or deleting an example or its expected output, or a statement that names
+  `__doc__` or `__test__` (a docstring set by code, a `__test__` table) is protected; every
+  other change to the module is allowed.
 
 Each reason says which rule protected the path.
 """
 
 from __future__ import annotations
 
+import ast
+import doctest
 import fnmatch
 import os
 import sys
@@ -60,6 +67,7 @@ BUILD_FILES = frozenset({"makefile", "gnumakefile", "tox.ini", "noxfile.py", "pa
 BUILD_PROGRAMS = frozenset({"make", "tox", "nox", "npm", "yarn", "pnpm", "just", "task"})
 HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 METADATA = (".egg-info", ".dist-info", ".egg-link", ".egg")
+DOCTEST_NAMES = ("__doc__", "__test__")      # what doctest reads besides docstrings
 RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "unittest", "nose", "nose2",
                             "conftest", "iniconfig"})
 
@@ -76,6 +84,9 @@ class Facts:
     suffixes: tuple[str, ...] = (".py", ".pyc", ".so")
     trees_changed: dict[str, str] = field(default_factory=dict)
     test_data: dict[str, str] = field(default_factory=dict)   # read by the tests: file -> test
+    # modules whose doctests the baseline ran: file -> why the change is protected, or ""
+    # when only code outside the doctests changed
+    doctests: dict[str, str] = field(default_factory=dict)
 
     def read_by_tests(self, reads: dict[str, set[str]]) -> None:
         """Take as test data every file the baseline's tests (or their helpers and fixtures)
@@ -204,7 +215,9 @@ def reason(rel: str, kind: str, facts: Facts) -> str | None:
         return f"runner configuration: {rel} is test-runner or build configuration"
     if name in BUILD_FILES and programs & BUILD_PROGRAMS:
         return f"build file: {rel} is used by the test command"
-    if rel in facts.test_files and kind != "added":
+    if facts.doctests.get(rel):
+        return facts.doctests[rel]
+    if rel in facts.test_files and kind != "added" and rel not in facts.doctests:
         verb = "deleted" if kind == "removed" else "modified"
         return f"test file: the baseline collected tests from {rel}, and the run {verb} it"
     if _in_data_dir(rel):
@@ -253,3 +266,111 @@ def new_tests(changes: Changes, facts: Facts | None = None) -> list[str]:
     dirs = facts.test_dirs if facts else set()
     return sorted(p for p in changes.added
                   if _is_code(p) and (is_test_path(p) or p.rpartition("/")[0] in dirs))
+
+
+def doctest_text(source: bytes) -> dict[str, object] | None:
+    """What a module's doctests are made of: for each docstring holding examples (by
+    qualified name, "" for the module), each example's source, expected output and expected
+    exception; plus every statement that assigns a docstring or `__test__`. None when the
+    source does not parse."""
+    try:
+        module = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    parser = doctest.DocTestParser()
+    found: dict[str, object] = {}
+    todo: list[tuple[ast.AST, str]] = [(module, "")]
+    while todo:
+        node, name = todo.pop()
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc and ">>>" in doc:
+                try:
+                    found[name] = [(e.source, e.want, e.exc_msg)
+                                   for e in parser.get_examples(doc, name)]
+                except ValueError:
+                    found[name] = doc       # examples doctest itself cannot parse
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                todo.append((child, f"{name}.{child.name}" if name else child.name))
+            elif hasattr(child, "body") or isinstance(child, ast.excepthandler):
+                todo.append((child, name))      # if, try, with, for: definitions inside
+    naming = sorted(ast.dump(node) for node in ast.walk(module)
+                    if isinstance(node, ast.stmt) and _names_doctests(node))
+    if naming:
+        found[" assignments"] = naming
+    return found
+
+
+def _names_doctests(statement: ast.stmt) -> bool:
+    """A statement whose own expressions (not those of the statements inside it) name
+    `__doc__` or `__test__`: an assignment, a setattr, a decorator that could set them."""
+    for field_name, value in ast.iter_fields(statement):
+        if field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, ast.AST):
+                continue
+            for inner in ast.walk(item):
+                if isinstance(inner, ast.Name) and inner.id in DOCTEST_NAMES or \
+                        isinstance(inner, ast.Attribute) and inner.attr in DOCTEST_NAMES or \
+                        isinstance(inner, ast.Constant) and inner.value in DOCTEST_NAMES:
+                    return True
+    return False
+
+
+def _doctest_names(rel: str, text: dict[str, object]) -> set[str]:
+    """The ends of the names doctest gives the tests in module `rel` (`mod`, `mod.func`,
+    `mod.Class.method`; the package's name for an `__init__.py`)."""
+    parts = rel[:-3].split("/")
+    stem = parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+    names = {f"{stem}.{q}" if q else stem for q in text if not q.startswith(" ")}
+    if " assignments" in text:
+        names.add(f"{stem}.__test__")
+    return names
+
+
+def _is_doctest_of(test_id: str, names: set[str]) -> bool:
+    name = test_id.rsplit("::", 1)[-1]
+    return any(name == n or name.endswith("." + n) or n.endswith(".__test__")
+               and (name.startswith(n + ".") or f".{n}." in name) for n in names)
+
+
+def doctest_changes(changes: Changes, tests: dict[str, str], files: dict[str, str],
+                    original, current) -> dict[str, str]:
+    """For each changed module whose doctests the baseline ran (`tests`: its test ids,
+    `files`: test id -> the file it came from): why the change is protected, or "" when the
+    doctests' text is as it was (the module is code). `original(rel)` and `current(rel)` give
+    the file's content before and now (None when absent or unreadable).
+
+    A module that also gave the baseline tests that are not its doctests stays a test file."""
+    found = {}
+    for kind, paths in (("modified", changes.modified), ("removed", changes.removed)):
+        for rel in paths:
+            if not rel.endswith(".py"):
+                continue
+            old_source = original(rel)
+            before = doctest_text(old_source) if old_source is not None else None
+            if not before:
+                continue
+            names = _doctest_names(rel, before)
+            ran = [t for t in tests if (files.get(t) in (rel, None) or "::" not in t)
+                   and _is_doctest_of(t, names)]
+            if not ran:
+                continue
+            own = [t for t, f in files.items() if f == rel]
+            if any(not _is_doctest_of(t, names) for t in own):
+                continue            # it holds other tests too: a test file like any other
+            if kind == "removed":
+                found[rel] = (f"doctest: the baseline ran doctests in {rel} ({ran[0]}), and "
+                              "the run deleted it")
+                continue
+            new_source = current(rel)
+            after = doctest_text(new_source) if new_source is not None else None
+            if after != before:
+                found[rel] = (f"doctest: the run changed the doctests in {rel} (their "
+                              "examples, expected output or docstrings are tests the "
+                              f"baseline ran, e.g. {ran[0]})")
+            else:
+                found[rel] = ""
+    return found

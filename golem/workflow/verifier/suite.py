@@ -20,9 +20,11 @@ Detection, when `-test` is absent (first rule that matches wins):
 2. test files written for pytest (module-level `test_` functions, `import pytest`):
    `python3 -m pytest`
 3. a `tests/` or `test/` directory, or `test*.py` at the top: `python3 -m unittest discover`
-   (`-s DIR`, plus `-t .` when DIR is a package)
+   (`-s DIR`, plus `-t .` when DIR is a package); but a `package.json` test script wins over
+   a test directory that holds no Python file (a Node project's `test/`)
 4. `go.mod`: `go test ./...`; `Cargo.toml`: `cargo test`; `package.json` with a test script:
-   `npm test`; a Makefile with a `test:` target: `make test`
+   `npm test`, or the script itself when it is a plain `node --test` command (golem reads its
+   results test by test); a Makefile with a `test:` target: `make test`
 """
 
 from __future__ import annotations
@@ -199,6 +201,50 @@ def _written_for_pytest(root: str) -> str | None:
     return None
 
 
+# what `npm init` writes when there are no tests: not a test script
+NPM_PLACEHOLDER = re.compile(r"echo\s.*no test specified")
+
+
+def _package_test(root: str) -> TestCommand | None:
+    """The test script of `package.json` at `root`, if it has a real one: the script itself
+    when it is a plain `node --test` command (no shell syntax), else `npm test`."""
+    path = os.path.join(root, "package.json")
+    if not os.path.isfile(path):
+        return None
+    try:
+        scripts = json.loads(_read(path)).get("scripts", {})
+    except (ValueError, AttributeError):
+        return None
+    script = scripts.get("test") if isinstance(scripts, dict) else None
+    if not isinstance(script, str) or not script.strip() or NPM_PLACEHOLDER.search(script):
+        return None
+    why = "detected: package.json test script"
+    if not re.search(r"[|&;<>()$`\\\n*?\[\]~]", script):
+        argv = shlex.split(script)
+        if runner_of(argv) == "node":
+            return TestCommand(argv, "node", why)
+    return TestCommand(["npm", "test"], "exit-code", why)
+
+
+def _holds_python(folder: str) -> bool:
+    """Whether a test directory has a Python file in it or one level down."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return True
+    for name in names:
+        if name.endswith(".py"):
+            return True
+        sub = os.path.join(folder, name)
+        if os.path.isdir(sub) and not os.path.islink(sub) and name != "node_modules":
+            try:
+                if any(n.endswith(".py") for n in os.listdir(sub)):
+                    return True
+            except OSError:
+                return True
+    return False
+
+
 def detect(root: str) -> TestCommand:
     """Choose the test command for the repository at `root` (rules in the module docstring)."""
     def exists(*parts: str) -> bool:
@@ -213,8 +259,11 @@ def detect(root: str) -> TestCommand:
     why = _written_for_pytest(root)
     if why:
         return TestCommand(["python3", "-m", "pytest"], "pytest", f"detected: {why}")
+    package = _package_test(root)
     for folder in ("tests", "test"):
         if os.path.isdir(os.path.join(root, folder)):
+            if package is not None and not _holds_python(os.path.join(root, folder)):
+                return package
             argv = ["python3", "-m", "unittest", "discover", "-s", folder]
             if exists(folder, "__init__.py"):
                 argv += ["-t", "."]
@@ -226,13 +275,8 @@ def detect(root: str) -> TestCommand:
         return TestCommand(["go", "test", "./..."], "go", "detected: go.mod")
     if exists("Cargo.toml"):
         return TestCommand(["cargo", "test"], "exit-code", "detected: Cargo.toml")
-    if exists("package.json"):
-        try:
-            scripts = json.loads(_read(os.path.join(root, "package.json"))).get("scripts", {})
-        except (ValueError, AttributeError):
-            scripts = {}
-        if isinstance(scripts, dict) and "test" in scripts:
-            return TestCommand(["npm", "test"], "exit-code", "detected: package.json test script")
+    if package is not None:
+        return package
     for name in ("Makefile", "makefile", "GNUmakefile"):
         if exists(name) and re.search(r"^test\s*:", _read(os.path.join(root, name)), re.M):
             return TestCommand(["make", "test"], "exit-code", f"detected: {name} test target")
