@@ -18,8 +18,14 @@ interpreter has already loaded.
 import os
 import sys
 
+import _thread
+import hashlib
+
 _write, _environ, _relpath, _realpath = os.write, os.environ, os.path.relpath, os.path.realpath
-_addaudithook, _getframe = sys.addaudithook, sys._getframe
+_read, _close, _fstat, _pipe, _getpid = os.read, os.close, os.fstat, os.pipe, os.getpid
+_addaudithook, _getframe, _current_frames = sys.addaudithook, sys._getframe, sys._current_frames
+_get_ident, _start_thread, _sha256 = _thread.get_ident, _thread.start_new_thread, hashlib.sha256
+_set_inheritable = os.set_inheritable
 _O_ACCMODE = getattr(os, "O_ACCMODE", 3)
 _sep, _isinstance, _type, _vars, _callable = os.sep, isinstance, type, vars, callable
 _ModuleType = _type(sys)
@@ -29,7 +35,16 @@ _ESCAPES = {code: "\\u%04x" % code for code in (*range(32), *range(0xD800, 0xE00
 _ESCAPES.update({0x22: '\\"', 0x5C: "\\\\"})
 
 
+def _text(value: str) -> str:
+    if value.isprintable() and '"' not in value and "\\" not in value:
+        return '"' + value + '"'        # the common case, without a pass per character
+    return '"' + value.translate(_ESCAPES) + '"'
+
+
 def _json(value) -> str:
+    kind = _type(value)
+    if kind is str:
+        return _text(value)
     if value is None:
         return "null"
     if value is True:
@@ -39,12 +54,15 @@ def _json(value) -> str:
     if _isinstance(value, int):
         return str(int(value))
     if _isinstance(value, str):
-        return '"' + value.translate(_ESCAPES) + '"'
+        return _text(str(value))
     if _isinstance(value, dict):
-        return "{" + ",".join(_json(str(k)) + ":" + _json(v) for k, v in value.items()) + "}"
+        return "{" + ",".join(_text(str(k)) + ":" + _json(v) for k, v in value.items()) + "}"
     if _isinstance(value, (list, tuple, set, frozenset)):
-        return "[" + ",".join(_json(v) for v in value) + "]"
+        return "[" + ",".join([_json(v) for v in value]) + "]"
     return _json(str(value))
+
+
+_TAILS = {}
 
 
 class Stream:
@@ -55,11 +73,35 @@ class Stream:
     def __init__(self):
         fd = _environ.pop("GOLEM_EVIDENCE_FD", "")
         self.fd = int(fd) if fd.isdigit() else -1
+        if self.fd >= 0:
+            try:    # no program this process starts or becomes inherits it
+                _set_inheritable(self.fd, False)
+            except OSError:
+                self.fd = -1
 
     def emit(self, **record) -> None:
+        if self.fd >= 0:
+            self._write(_json(record) + "\n")
+
+    def test(self, test_id, outcome, file, pseudo, origins) -> None:
+        """One finished test: `emit(e="test", ...)` with the repeated parts serialised once."""
         if self.fd < 0:
             return
-        data = (_json(record) + "\n").encode("utf-8", "surrogatepass")
+        key = (outcome, file, pseudo, id(origins))
+        tail = _TAILS.get(key)
+        if tail is not None and tail[1] is not origins:
+            tail = None
+        if tail is None:
+            tail = _TAILS[key] = (self._tail(outcome, file, pseudo, origins), origins)
+        self._write('{"e":"test","id":' + _json(test_id) + tail[0])
+
+    @staticmethod
+    def _tail(outcome, file, pseudo, origins) -> str:
+        return (',"outcome":' + _json(outcome) + ',"file":' + _json(file) + ',"pseudo":'
+                + _json(pseudo) + ',"origins":' + _json(list(origins)) + "}\n")
+
+    def _write(self, text: str) -> None:
+        data = text.encode("utf-8", "surrogatepass")
         while data:
             try:
                 data = data[_write(self.fd, data):]
@@ -103,12 +145,48 @@ def code_file(obj):
     return getattr(code, "co_filename", None)
 
 
+_ORIGIN = {}     # function (or code object) -> (it, its workspace file or None)
+
+
+def origin(obj, cwd: str):
+    """The workspace file the code of `obj` comes from, once per function."""
+    key = getattr(obj, "__func__", obj)
+    held = _ORIGIN.get(id(key))
+    if held is None or held[0] is not key or held[1] != cwd:
+        held = (key, cwd, relative(code_file(obj), cwd))    # `key` kept alive: its id stays
+        _ORIGIN[id(key)] = held
+    return held[2]
+
+
 def origins(objects, cwd: str) -> list:
     """Workspace files (relative to `cwd`) the code of `objects` comes from."""
     found = []
     for obj in objects:
-        rel = relative(code_file(obj), cwd)
+        rel = origin(obj, cwd)
         if rel and rel not in found:
+            found.append(rel)
+    return found
+
+
+_CLASS_ORIGINS = {}
+
+
+def class_origins(cls, cwd: str) -> list:
+    """`origins` of `class_code(cls)`, computed once per class: what a test records costs
+    the same however many methods its class has."""
+    key = (id(cls), cwd)
+    held = _CLASS_ORIGINS.get(key)
+    if held is None or held[0] is not cls:
+        held = (cls, origins(class_code(cls), cwd))     # the class kept alive: its id stays
+        _CLASS_ORIGINS[key] = held
+    return held[1]
+
+
+def test_origins(objects, cls, cwd: str) -> list:
+    """Workspace files the code of a test comes from: its own `objects`, then its class's."""
+    found = origins(objects, cwd)
+    for rel in (class_origins(cls, cwd) if cls is not None else ()):
+        if rel not in found:
             found.append(rel)
     return found
 
@@ -236,5 +314,159 @@ def watch_reads(stream, cwd: str, limit: int = 5000) -> None:
                 stream.emit(e="read", path=rel, by=opener)
         except Exception:
             return      # never in the way of the code under test
+
+    _addaudithook(hook)
+
+
+# -- the seal and the audit ------------------------------------------------------------------
+#
+# Code under test runs in this process and can write to the record stream like the driver.
+# What it cannot make is the seal: the last record, a MAC with a key golem made for this run
+# alone. The key is read from its own pipe, before any code under test is imported, by a
+# thread of its own that keeps it only in its frame (no object, global or closure holds it;
+# another thread's frames are reachable only through the audited `sys._current_frames`, `gc`
+# or `ctypes`). The thread signs once, when asked by `Sealed.end` called straight from the
+# driver's own `main` (the very frame that started it) with nothing else on the main
+# thread's stack: after the runner returned. A run that leaves early, is replaced by another
+# program, or asks from anywhere else, has no seal.
+#
+# The audit hook (which Python code cannot remove) records what could reach the key or the
+# stream from inside: process replacement (blocked), other threads' frames, the garbage
+# collector's object lists, tracing, ctypes, a process's memory or descriptor table, and code
+# objects swapped on functions. golem compares them with the baseline's.
+
+SEAL_MESSAGE = b"golem-seal-v1"
+# events whose every occurrence is recorded, by name
+_AUDITED = frozenset({"sys._current_frames", "gc.get_objects", "gc.get_referrers",
+                      "gc.get_referents", "sys.settrace", "sys.setprofile", "os.exec"})
+_FD_LISTS = ("/proc/self/fd", "/dev/fd", "/proc/thread-self/fd")
+
+
+def _mac(key: bytes, message: bytes) -> str:
+    """HMAC-SHA256, from hashlib's C functions only."""
+    if len(key) > 64:
+        key = _sha256(key).digest()
+    key = key + bytes(64 - len(key))
+    inner = _sha256(bytes(b ^ 0x36 for b in key) + message).digest()
+    return _sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest()
+
+
+class Sealed:
+    """The seal and the audit of one run; `start` before any code under test is imported."""
+
+    __slots__ = ("_ask", "_answer")
+
+    def __init__(self, ask: int = -1, answer: int = -1):
+        self._ask, self._answer = ask, answer
+
+    @staticmethod
+    def start(stream) -> "Sealed":
+        """Called by the driver's `main`: read the key in a thread of its own, install the
+        audit hook; records go to `stream`."""
+        key_fd = _environ.pop("GOLEM_SEAL_FD", "")
+        fd, sealer = stream.fd, []
+        _audit(fd, sealer)
+        if not key_fd.isdigit() or fd < 0:
+            return Sealed()
+        ask_r, ask_w = _pipe()
+        answer_r, answer_w = _pipe()
+        for each in (ask_r, ask_w, answer_r, answer_w):
+            _set_inheritable(each, False)
+        main_frame = _getframe(1)
+        sealer.append(_start_thread(_sealer, (int(key_fd), fd, ask_r, answer_w, _get_ident(),
+                                              main_frame, Sealed.end.__code__)))
+        del main_frame, sealer
+        _read(answer_r, 1)      # the key is read and its pipe closed
+        return Sealed(ask_w, answer_r)
+
+    def end(self) -> None:
+        """Ask for the seal: call straight from the driver's `main`, after the end record."""
+        if self._ask < 0:
+            return
+        try:
+            _write(self._ask, b"s")
+            _read(self._answer, 1)
+        except OSError:
+            pass
+
+
+def _sealer(key_fd, fd, ask, answer, main_ident, main_frame, end_code):
+    try:
+        key = _read(key_fd, 4096)
+        _close(key_fd)
+    except OSError:
+        key = b""
+    identity = _fstat(fd)
+    identity = (identity.st_dev, identity.st_ino)
+    _write(answer, b"r")
+    while True:
+        try:
+            if _read(ask, 1) != b"s":
+                return
+        except OSError:
+            return
+        frame = _current_frames().get(main_ident)
+        if frame is None or frame.f_code is not end_code or frame.f_back is not main_frame:
+            frame = None
+            _write(answer, b"n")
+            continue    # asked from anywhere but the driver's main: no seal
+        frame = None
+        try:
+            now = _fstat(fd)
+            if key and (now.st_dev, now.st_ino) == identity:
+                _write(fd, ('{"e":"seal","mac":"' + _mac(key, SEAL_MESSAGE) + '"}\n')
+                       .encode("ascii"))
+        except OSError:
+            pass
+        key = b""       # one seal per run
+        _write(answer, b"d")
+
+
+def _audit(fd: int, sealer: list) -> None:
+    """Install the hook that records what could reach the seal or the stream (see above);
+    `sealer` will hold the sealing thread's id."""
+    if fd < 0:
+        return
+    pid = _getpid()
+    identity = _fstat(fd)
+    identity = (identity.st_dev, identity.st_ino)
+    seen = set()
+
+    def report(event, detail):
+        if (event, detail) in seen or len(seen) > 200:
+            return
+        seen.add((event, detail))
+        now = _fstat(fd)
+        if (now.st_dev, now.st_ino) != identity:
+            raise RuntimeError("golem: the evidence stream was replaced")
+        _write(fd, (_json({"e": "audit", "event": event, "detail": detail}) + "\n")
+               .encode("utf-8", "surrogatepass"))
+
+    def hook(event, args):
+        if event in _AUDITED:
+            if event == "sys._current_frames" and sealer and _get_ident() == sealer[0]:
+                return
+            if event == "os.exec":
+                if _getpid() != pid:
+                    return      # a forked child becoming another program: not this run
+                report(event, str(args[0])[:200])
+                raise RuntimeError("golem: a graded test run may not replace its process")
+            report(event, "")
+        elif event.startswith("ctypes."):
+            report("ctypes", "")
+        elif event == "open":
+            path = args[0]
+            if _isinstance(path, str) and path.startswith("/proc/") and path.endswith("/mem"):
+                report("process memory", path[:200])
+        elif event in ("os.listdir", "os.scandir"):
+            path = args[0] if args else None
+            if _isinstance(path, str) and (path in _FD_LISTS or (
+                    path.startswith("/proc/") and path.rstrip("/").endswith("/fd"))):
+                report("descriptor list", path[:200])
+        elif event == "fcntl.fcntl":
+            if args and args[0] == fd:
+                report("descriptor probed", "")
+        elif event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
+            report("code swapped", "")
 
     _addaudithook(hook)
