@@ -292,9 +292,18 @@ class Finder:
                          f"imports {module} outside the tests")
             elif module.split(".")[0] in ("ctypes", "_ctypes"):
                 self.add(node, "reach", "ctypes", f"imports {module}: raw memory and calls")
+            elif module == "__main__":
+                self.add(node, "reach", "__main__", "imports __main__: the program running "
+                         "the tests (golem's driver)")
         return None
 
     visit_ImportFrom = visit_Import
+
+    def visit_Subscript(self, node: ast.Subscript):
+        if self.dotted(node) == "__main__":
+            self.add(node, "reach", "__main__", "reads sys.modules['__main__']: the program "
+                     "running the tests (golem's driver)")
+        return None
 
     def visit_Raise(self, node: ast.Raise):
         exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
@@ -348,7 +357,8 @@ class Finder:
             self.add(node, "test-detection", value,
                      f"mentions {value!r}: behaves differently under a test runner")
         elif isinstance(value, str) and ("GOLEM_" in value or "/proc/self/fd" in value
-                                         or value.startswith("/dev/fd")):
+                                         or value.startswith("/dev/fd")
+                                         or "golem_" in value.lower()):
             self.add(node, "test-detection", value[:40],
                      f"mentions {value[:40]!r}: reaches into golem's own evidence")
         return None

@@ -342,15 +342,6 @@ _AUDITED = frozenset({"sys._current_frames", "gc.get_objects", "gc.get_referrers
 _FD_LISTS = ("/proc/self/fd", "/dev/fd", "/proc/thread-self/fd")
 
 
-def _mac(key: bytes, message: bytes) -> str:
-    """HMAC-SHA256, from hashlib's C functions only."""
-    if len(key) > 64:
-        key = _sha256(key).digest()
-    key = key + bytes(64 - len(key))
-    inner = _sha256(bytes(b ^ 0x36 for b in key) + message).digest()
-    return _sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest()
-
-
 class Sealed:
     """The seal and the audit of one run; `start` before any code under test is imported."""
 
@@ -391,82 +382,101 @@ class Sealed:
 
 
 def _sealer(key_fd, fd, ask, answer, main_ident, main_frame, end_code):
+    # Everything this thread calls is bound here, before any code under test exists: a
+    # module attribute or builtin replaced later must not see the key.
+    read, write, close, fstat, frames, sha256 = _read, _write, _close, _fstat, \
+        _current_frames, _sha256
+    error, message = OSError, SEAL_MESSAGE
     try:
-        key = _read(key_fd, 4096)
-        _close(key_fd)
-    except OSError:
+        key = read(key_fd, 4096)
+        close(key_fd)
+    except error:
         key = b""
-    identity = _fstat(fd)
+    if len(key) > 64:
+        key = sha256(key).digest()
+    key = key + bytes(64 - len(key))
+    inner = sha256(bytes(b ^ 0x36 for b in key))
+    outer = sha256(bytes(b ^ 0x5C for b in key))
+    key = None
+    identity = fstat(fd)
     identity = (identity.st_dev, identity.st_ino)
-    _write(answer, b"r")
+    write(answer, b"r")
     while True:
         try:
-            if _read(ask, 1) != b"s":
+            if read(ask, 1) != b"s":
                 return
-        except OSError:
+        except error:
             return
-        frame = _current_frames().get(main_ident)
-        if frame is None or frame.f_code is not end_code or frame.f_back is not main_frame:
+        frame = frames().get(main_ident)
+        if frame is None or frame.f_code is not end_code or frame.f_back is not main_frame \
+                or inner is None:
             frame = None
-            _write(answer, b"n")
+            write(answer, b"n")
             continue    # asked from anywhere but the driver's main: no seal
         frame = None
         try:
-            now = _fstat(fd)
-            if key and (now.st_dev, now.st_ino) == identity:
-                _write(fd, ('{"e":"seal","mac":"' + _mac(key, SEAL_MESSAGE) + '"}\n')
-                       .encode("ascii"))
-        except OSError:
+            now = fstat(fd)
+            if (now.st_dev, now.st_ino) == identity:
+                mac = inner.copy()
+                mac.update(message)
+                digest = mac.digest()
+                mac = outer.copy()
+                mac.update(digest)
+                write(fd, b'{"e":"seal","mac":"' + mac.hexdigest().encode("ascii") + b'"}\n')
+        except error:
             pass
-        key = b""       # one seal per run
-        _write(answer, b"d")
+        inner = outer = None        # one seal per run
+        write(answer, b"d")
 
 
 def _audit(fd: int, sealer: list) -> None:
     """Install the hook that records what could reach the seal or the stream (see above);
-    `sealer` will hold the sealing thread's id."""
+    `sealer` will hold the sealing thread's id. Everything the hook calls is bound here,
+    before any code under test exists, and the hook itself is reachable from nowhere."""
     if fd < 0:
         return
-    pid = _getpid()
-    identity = _fstat(fd)
+    write, fstat, get_ident, getpid, isinstance_, len_ = _write, _fstat, _get_ident, \
+        _getpid, _isinstance, len
+    audited, fd_lists, error = _AUDITED, _FD_LISTS, RuntimeError
+    pid = getpid()
+    identity = fstat(fd)
     identity = (identity.st_dev, identity.st_ino)
     seen = set()
 
-    def report(event, detail):
-        if (event, detail) in seen or len(seen) > 200:
+    def report(kind):
+        if kind in seen or len_(seen) > 200:
             return
-        seen.add((event, detail))
-        now = _fstat(fd)
+        seen.add(kind)
+        now = fstat(fd)
         if (now.st_dev, now.st_ino) != identity:
-            raise RuntimeError("golem: the evidence stream was replaced")
-        _write(fd, (_json({"e": "audit", "event": event, "detail": detail}) + "\n")
-               .encode("utf-8", "surrogatepass"))
+            raise error("golem: the evidence stream was replaced")
+        write(fd, b'{"e":"audit","event":"' + kind.encode("ascii") + b'"}\n')
 
     def hook(event, args):
-        if event in _AUDITED:
-            if event == "sys._current_frames" and sealer and _get_ident() == sealer[0]:
+        if event in audited:
+            if event == "sys._current_frames" and sealer and get_ident() == sealer[0]:
                 return
             if event == "os.exec":
-                if _getpid() != pid:
+                if getpid() != pid:
                     return      # a forked child becoming another program: not this run
-                report(event, str(args[0])[:200])
-                raise RuntimeError("golem: a graded test run may not replace its process")
-            report(event, "")
+                report(event)
+                raise error("golem: a graded test run may not replace its process")
+            report(event)
         elif event.startswith("ctypes."):
-            report("ctypes", "")
+            report("ctypes")
         elif event == "open":
             path = args[0]
-            if _isinstance(path, str) and path.startswith("/proc/") and path.endswith("/mem"):
-                report("process memory", path[:200])
+            if isinstance_(path, str) and path.startswith("/proc/") and path.endswith("/mem"):
+                report("process memory")
         elif event in ("os.listdir", "os.scandir"):
             path = args[0] if args else None
-            if _isinstance(path, str) and (path in _FD_LISTS or (
+            if isinstance_(path, str) and (path in fd_lists or (
                     path.startswith("/proc/") and path.rstrip("/").endswith("/fd"))):
-                report("descriptor list", path[:200])
+                report("descriptor list")
         elif event == "fcntl.fcntl":
             if args and args[0] == fd:
-                report("descriptor probed", "")
-        elif event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
-            report("code swapped", "")
+                report("descriptor probed")
+        elif event == "object.__setattr__" and len_(args) > 1 and args[1] == "__code__":
+            report("code swapped")
 
     _addaudithook(hook)
