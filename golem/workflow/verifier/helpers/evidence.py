@@ -26,6 +26,10 @@ _read, _close, _fstat, _pipe, _getpid = os.read, os.close, os.fstat, os.pipe, os
 _addaudithook, _getframe, _current_frames = sys.addaudithook, sys._getframe, sys._current_frames
 _get_ident, _start_thread, _sha256 = _thread.get_ident, _thread.start_new_thread, hashlib.sha256
 _set_inheritable = os.set_inheritable
+try:    # imported now, before the working directory is on sys.path
+    import ctypes as _ctypes
+except ImportError:                     # pragma: no cover - an interpreter without ctypes
+    _ctypes = None
 _O_ACCMODE = getattr(os, "O_ACCMODE", 3)
 _sep, _isinstance, _type, _vars, _callable = os.sep, isinstance, type, vars, callable
 _ModuleType = _type(sys)
@@ -356,6 +360,8 @@ class Sealed:
         audit hook; records go to `stream`."""
         key_fd = _environ.pop("GOLEM_SEAL_FD", "")
         fd, sealer = stream.fd, []
+        if key_fd.isdigit() and fd >= 0:
+            _undumpable()
         _audit(fd, sealer)
         if not key_fd.isdigit() or fd < 0:
             return Sealed()
@@ -379,6 +385,17 @@ class Sealed:
             _read(self._answer, 1)
         except OSError:
             pass
+
+
+def _undumpable() -> None:
+    """PR_SET_DUMPABLE 0 (Linux): no other process of the user, a child the tests start
+    included, can read this process's memory through /proc or ptrace."""
+    if _ctypes is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        _ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (OSError, AttributeError, TypeError, ValueError):
+        pass
 
 
 def _sealer(key_fd, fd, ask, answer, main_ident, main_frame, end_code):
