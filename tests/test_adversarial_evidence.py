@@ -7,11 +7,13 @@ Each attack runs golem for real (`fix` with a scripted model on a loopback serve
 
 from __future__ import annotations
 
+import json
+import os
 import unittest
 
-from tests.adversarial import (PYTEST_CMD, PYTEST_PROJECT, AdversarialCase, HAVE_PYTEST,
-                               needs_pytest, write)
-from tests.fixtures import BUGGY, BUGGY_CALC
+from tests.adversarial import (PYTEST_CMD, PYTEST_PROJECT, UNITTEST_CMD, AdversarialCase,
+                               HAVE_PYTEST, invoke, needs_pytest, write)
+from tests.fixtures import BUGGY, BUGGY_CALC, git, read
 
 try:
     import xdist  # noqa: F401
@@ -211,6 +213,29 @@ class SpawnTest(unittest.TestCase):
             worker.join()
         self.assertEqual(results, [2] * 4)
 """
+
+
+class ForgedStreamPickTest(AdversarialCase):
+    """`golem pick` re-verifies a result file anyone can write through the same sealed path."""
+
+    def test_a_forged_result_carrying_the_payload_is_not_picked(self):
+        repo = self.project(BUGGY, git_repo=True)
+        with open(os.path.join(repo, "calc.py"), "w", encoding="utf-8") as handle:
+            handle.write(forged("unittest", EXEC))
+        patch = git(repo, "diff")
+        git(repo, "checkout", "-q", "--", "calc.py")
+        artifacts = os.path.join(self.tmp, "artifacts")
+        os.makedirs(artifacts)
+        with open(os.path.join(artifacts, "fix.patch"), "w", encoding="utf-8") as handle:
+            handle.write(patch)
+        result = os.path.join(artifacts, "result.json")
+        with open(result, "w", encoding="utf-8") as handle:
+            json.dump({"verdict": "VERIFIED", "patch": "fix.patch", "cost": 0.0,
+                       "attempt": "1/1", "suspicious": []}, handle)
+        outcome = invoke(["pick", "-dir", repo, "-test", UNITTEST_CMD, "-sandbox", "none",
+                          "-json", result])
+        self.assertNotVerified(outcome)
+        self.assertEqual(read(os.path.join(repo, "calc.py")), BUGGY_CALC)
 
 
 class HonestControlTest(AdversarialCase):
