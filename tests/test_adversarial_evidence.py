@@ -241,6 +241,13 @@ class ForgedStreamPickTest(AdversarialCase):
 class HonestControlTest(AdversarialCase):
     """Suites that start the interpreter and use threads stay VERIFIED."""
 
+    def test_a_test_class_imported_into_a_second_module_stays_verified(self):
+        # unittest collects AddTest twice, under the same ids: each is reported twice
+        reuse = "from test_calc import AddTest  # noqa: F401\n"
+        repo = self.project({**BUGGY, "tests/test_reuse.py": reuse}, git_repo=True)
+        self.commit_change(repo, {"calc.py": "def add(a, b):\n    return a + b\n"}, "fix")
+        self.assertVerdict(self.verify(repo, "-strict"), "VERIFIED")
+
     def test_subprocesses_and_threads_stay_verified(self):
         repo = self.project({**BUGGY, "tests/test_spawn.py": HONEST_SPAWN_TEST}, git_repo=True)
         self.commit_change(repo, {"calc.py": "def add(a, b):\n    return a + b\n"}, "fix")

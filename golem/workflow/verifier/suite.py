@@ -415,7 +415,7 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = 
     started = ended = sealed = False
     end: dict = {}
     problem = None
-    collected: set[str] | None = None
+    collected: dict[str, int] | None = None
     reported: dict[str, int] = {}
     forged = False
     decode = json.JSONDecoder().decode
@@ -458,7 +458,10 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = 
                 forged = True
                 problem = "the evidence holds two collections"
                 break
-            collected = {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
+            collected = {}      # id -> how many times the runner collected it
+            for each in ids if isinstance(ids, list) else ():
+                if isinstance(each, str):
+                    collected[each] = collected.get(each, 0) + 1
         elif kind == "test":
             test_id, outcome = record.get("id"), record.get("outcome")
             if not isinstance(test_id, str) or outcome not in OUTCOMES:
@@ -470,8 +473,8 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = 
                     problem = f"a test the runner never collected was reported: {test_id}"
                     break
                 reported[test_id] = reported.get(test_id, 0) + 1
-                if reported[test_id] > 1 and (outcome not in FAILING
-                                              or tests.get(test_id) not in FAILING):
+                if reported[test_id] > (collected or {}).get(test_id, 1) and (
+                        outcome not in FAILING or tests.get(test_id) not in FAILING):
                     forged = True
                     problem = f"a test was reported twice: {test_id}"
                     break
