@@ -3,8 +3,10 @@ machinery. golem's unittest driver and pytest plugin load this file by its path.
 
 Records are JSON objects, one per line, written with `os.write` to the descriptor named by
 GOLEM_EVIDENCE_FD: a pipe golem reads while the run goes on, so a record, once written,
-cannot be taken back. The serializer is this module's own (no `json`), and everything it
-calls is taken when the module loads, before any code under test runs.
+cannot be taken back (passing tests in small batches, everything else at once). The stream
+counts only when it ends with the seal (below). The serializer is this module's own (no
+`json`), and everything it calls is taken when the module loads, before any code under test
+runs.
 
 The guard records every function, method, class and instance found in the modules it is
 given (and in the classes defined there) when it starts, and names whatever was replaced,
@@ -26,6 +28,7 @@ _read, _close, _fstat, _pipe, _getpid = os.read, os.close, os.fstat, os.pipe, os
 _addaudithook, _getframe, _current_frames = sys.addaudithook, sys._getframe, sys._current_frames
 _get_ident, _start_thread, _sha256 = _thread.get_ident, _thread.start_new_thread, hashlib.sha256
 _set_inheritable = os.set_inheritable
+from time import monotonic as _monotonic
 try:    # imported now, before the working directory is on sys.path
     import ctypes as _ctypes
 except ImportError:                     # pragma: no cover - an interpreter without ctypes
@@ -72,11 +75,12 @@ _TAILS = {}
 class Stream:
     """The record stream to golem (nothing is written when golem did not start the run)."""
 
-    __slots__ = ("fd",)     # no instance attribute can stand in for `emit`
+    __slots__ = ("fd", "_held", "_size", "_since")  # none can stand in for `emit`
 
     def __init__(self):
         fd = _environ.pop("GOLEM_EVIDENCE_FD", "")
         self.fd = int(fd) if fd.isdigit() else -1
+        self._held, self._size, self._since = [], 0, _monotonic()
         if self.fd >= 0:
             try:    # no program this process starts or becomes inherits it
                 _set_inheritable(self.fd, False)
@@ -85,7 +89,16 @@ class Stream:
 
     def emit(self, **record) -> None:
         if self.fd >= 0:
-            self._write(_json(record) + "\n")
+            self._held.append(_json(record) + "\n")
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what `test` held back. Passing tests are written in batches (at most 16 KiB
+        or 50 ms old), failures and every other record at once: the seal, not the moment of
+        writing, is what makes a passing outcome golem's."""
+        held, self._held, self._size, self._since = self._held, [], 0, _monotonic()
+        if held and self.fd >= 0:
+            self._write("".join(held))
 
     def test(self, test_id, outcome, file, pseudo, origins) -> None:
         """One finished test: `emit(e="test", ...)` with the repeated parts serialised once."""
@@ -97,7 +110,12 @@ class Stream:
             tail = None
         if tail is None:
             tail = _TAILS[key] = (self._tail(outcome, file, pseudo, origins), origins)
-        self._write('{"e":"test","id":' + _json(test_id) + tail[0])
+        line = '{"e":"test","id":' + _json(test_id) + tail[0]
+        self._held.append(line)
+        self._size += len(line)
+        if outcome in ("failed", "error") or self._size > 16384 or \
+                _monotonic() - self._since > 0.05:
+            self.flush()    # a failure at once: it is evidence even if the run never ends
 
     @staticmethod
     def _tail(outcome, file, pseudo, origins) -> str:
