@@ -74,6 +74,14 @@ class MeasurementsTest(unittest.TestCase):
         self.check(figure)
         self.assertIn("MiB added", figure.measured)
 
+    def test_evidence_cost(self):
+        figures = bench.evidence_cost(methods=30, tests=100, repeats=1)
+        self.assertEqual(len(figures), 2)
+        for figure in figures:
+            self.check(figure)
+        self.assertIn("(30 tests)", figures[0].name)
+        self.assertIn("(100 tests)", figures[1].name)
+
     def test_traffic_prices_the_shared_prefix_at_a_tenth(self):
         first = b'{"messages": [{"role": "user", "content": "aaaa"}]}'
         second = (b'{"messages": [{"role": "user", "content": "aaaa"}, '

@@ -170,6 +170,9 @@ class _Popen(subprocess.Popen):
             raise
 
 
+_SMALL, _GATHER = 4096, 0.002
+
+
 def _read_until(sel: selectors.BaseSelector, captures: dict[int, _Capture], until: float,
                 proc: subprocess.Popen | None = None) -> bool:
     """Read into `captures` (fd -> capture) until every fd is at EOF (True), `until` passes,
@@ -182,6 +185,7 @@ def _read_until(sel: selectors.BaseSelector, captures: dict[int, _Capture], unti
             return False
         if proc is not None and proc.poll() is not None:
             return False
+        small = False
         for key, _events in sel.select(min(left, _POLL)):
             try:
                 chunk = os.read(key.fd, 1 << 16)
@@ -191,18 +195,24 @@ def _read_until(sel: selectors.BaseSelector, captures: dict[int, _Capture], unti
                 sel.unregister(key.fd)
                 continue
             captures[key.fd].add(chunk)
+            small = small or len(chunk) < _SMALL
+        if small:
+            # a trickle (a record or a dot per test): let it gather rather than wake for
+            # every write; a full pipe is read at once
+            time.sleep(_GATHER)
 
 
 def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: int = 32_000,
         wrap: Callable[[list[str]], list[str]] | None = None,
-        evidence: int = 0) -> Completed:
+        evidence: int = 0, seal: bytes = b"") -> Completed:
     """Run `argv` without a shell and return what happened; never raises for a bad program.
 
     stdin is /dev/null; stdout and stderr share one pipe. On timeout the whole process group
     gets SIGTERM, then SIGKILL, and the output so far is kept. `wrap` rewrites the argv just
     before spawning (an OS sandbox wrapper). With `evidence` (a byte cap), the command also
     gets a second pipe, named in its environment as GOLEM_EVIDENCE_FD, and what it writes
-    there comes back whole (up to the cap) in `Completed.evidence`.
+    there comes back whole (up to the cap) in `Completed.evidence`. With `seal` (a key, up to
+    a pipe's buffer), a third pipe holding it is named as GOLEM_SEAL_FD.
     """
     argv = list(argv)
     spawn = wrap(list(argv)) if wrap is not None else argv
@@ -216,6 +226,14 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
         records, write_end = os.pipe()
         env = {**env, "GOLEM_EVIDENCE_FD": str(write_end)}
         pass_fds = (write_end,)
+    if seal:
+        key_read, key_write = os.pipe()
+        try:
+            os.write(key_write, seal)
+        finally:
+            os.close(key_write)
+        env = {**env, "GOLEM_SEAL_FD": str(key_read)}
+        pass_fds += (key_read,)
     try:
         with _SPAWN:    # registered before any reap_strays can look: it is no stray
             proc = _Popen(spawn, cwd=cwd, env=env, stdin=subprocess.DEVNULL,

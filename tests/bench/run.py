@@ -596,6 +596,103 @@ def snapshot_sharing(files: int = 20_000, size: int = 4096) -> Figure:
                   "bytes each added to the store and its run directory (the fingerprint list)")
 
 
+# -- evidence per test -----------------------------------------------------------------------
+
+def _many_methods(root: str, methods: int) -> None:
+    """One test class of `methods` generated methods (the shape of idna's suite)."""
+    os.makedirs(os.path.join(root, "tests"))
+    with open(os.path.join(root, "calc.py"), "w", encoding="utf-8") as handle:
+        handle.write("def double(x):\n    return 2 * x\n")
+    with open(os.path.join(root, "tests", "test_many.py"), "w", encoding="utf-8") as handle:
+        handle.write("import unittest\n\nimport calc\n\n\nclass Generated(unittest.TestCase):\n"
+                     "    pass\n\n\ndef _make(i):\n    def test(self):\n"
+                     "        self.assertEqual(calc.double(i), 2 * i)\n    return test\n\n\n"
+                     f"for _i in range({methods}):\n"
+                     "    setattr(Generated, 'test_%05d' % _i, _make(_i))\n")
+
+
+def _many_tests(root: str, tests: int, per_class: int = 50) -> None:
+    """`tests` small tests, `per_class` to a class, 20 classes to a module."""
+    os.makedirs(os.path.join(root, "tests"))
+    with open(os.path.join(root, "calc.py"), "w", encoding="utf-8") as handle:
+        handle.write("def double(x):\n    return 2 * x\n")
+    classes = max(1, tests // per_class)
+    for module in range(0, classes, 20):
+        body = ["import unittest\n\nimport calc\n"]
+        for cls in range(module, min(classes, module + 20)):
+            body.append(f"\n\nclass T{cls}(unittest.TestCase):\n")
+            body += [f"    def test_{j}(self):\n        self.assertEqual(calc.double({j}), "
+                     f"{2 * j})\n" for j in range(per_class)]
+        with open(os.path.join(root, "tests", f"test_m{module // 20}.py"), "w",
+                  encoding="utf-8") as handle:
+            handle.write("".join(body))
+
+
+def _graded_against_bare(root: str, repeats: int) -> tuple[float, float, int]:
+    """Medians of the CPU time of `repeats` interleaved runs of the suite in `root`: golem's
+    graded run (its driver, the evidence streamed and read, golem's own process included) and
+    a bare `python3 -m unittest discover`; bytecode cached for both. Also the number of tests
+    golem read."""
+    from golem.workflow.verifier import suite
+    from golem.workflow.verifier.scratch import Phase
+    command = suite.TestCommand([sys.executable, "-m", "unittest", "discover", "-s", "tests"],
+                                "unittest", "-test")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    counted = 0
+    with Phase("bench") as phase, tempfile.TemporaryDirectory() as cache:
+        plan = suite.plan_for(command, env, root)
+        helpers = phase.helpers()
+        bare_env = {**env, "PYTHONPYCACHEPREFIX": cache}
+
+        def graded():
+            nonlocal counted
+            run = phase.run(pycache=cache)
+            got = suite.run_suite(plan, cwd=root, env=env, run=run, helpers=helpers,
+                                  timeout=900, write_cache=True)
+            if not got.passed:
+                raise RuntimeError(f"the graded run failed: {got.summary()}")
+            counted = len(got.tests or {})
+
+        def bare():     # its output read, as golem reads it (and CI, and a terminal)
+            subprocess.run(command.argv, cwd=root, env=bare_env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, check=True)
+        graded(), bare()        # bytecode written, file cache warm
+        pairs = [(_cpu_time(graded), _cpu_time(bare)) for _ in range(repeats)]
+    return (statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs),
+            counted)
+
+
+def _cpu_time(action) -> float:
+    """CPU seconds `action` costs, its child processes' included (on a machine shared with
+    other work, wall-clock time measures the neighbours as much as the suite)."""
+    import resource
+    start = resource.getrusage(resource.RUSAGE_CHILDREN), time.process_time()
+    action()
+    end = resource.getrusage(resource.RUSAGE_CHILDREN), time.process_time()
+    return (end[0].ru_utime + end[0].ru_stime - start[0].ru_utime - start[0].ru_stime
+            + end[1] - start[1])
+
+
+def evidence_cost(methods: int = 10_000, tests: int = 50_000, repeats: int = 3) -> list[Figure]:
+    """A graded run (golem's unittest driver and its per-test evidence) against a bare run of
+    the same suite: one class of `methods` methods, and `tests` small tests."""
+    figures = []
+    for name, make, size in (("one class", _many_methods, methods),
+                             ("many small tests", _many_tests, tests)):
+        with tempfile.TemporaryDirectory() as tmp:
+            make(tmp, size)
+            graded, bare, counted = _graded_against_bare(tmp, repeats)
+        ratio = graded / bare
+        figures.append(Figure(
+            f"evidence: graded / bare run, {name} ({counted:,} tests)",
+            f"{ratio:.2f}x ({graded:.2f} s / {bare:.2f} s CPU)", "at most 1.1x", ratio <= 1.1,
+            f"CPU time (user + system, every process) of golem's unittest driver with the "
+            "evidence read back, against `python3 -m unittest discover` with its output read, "
+            f"on the same generated suite, median of {repeats} interleaved runs, bytecode "
+            "cached for both"))
+    return figures
+
+
 # -- the report -------------------------------------------------------------------------------
 
 def machine() -> str:
@@ -652,7 +749,7 @@ def update(text: str, figures: list[Figure]) -> str:
 
 MEASURES = ("startup", "loop_overhead", "fix_overhead", "attempts_overhead",
             "attempts_model_bound", "deadline_overshoot", "context_economy", "search_speed",
-            "peak_memory", "snapshot_sharing")
+            "peak_memory", "snapshot_sharing", "evidence_cost")
 
 
 def main(argv: list[str] | None = None) -> int:

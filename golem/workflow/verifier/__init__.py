@@ -252,6 +252,8 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             raise UsageError(f"the {label} did not finish within -wall ({timeout:.0f}s left "
                              "for it); give more time or a faster -test")
         env.trace.emit(label, summary=result.summary(), **result.to_json())
+        for message in result.notes:
+            env.trace.emit("note", message=message)
         why = never_reached(result, plan, cwd) or _no_evidence(result, label)
         if why:
             raise UsageError(why)
@@ -338,6 +340,7 @@ def grade(env: Environment, baseline: Baseline, workspace: str, changes: Changes
     in `exclude`; `original(path)` gives a file's content before the change. Call only after
     every process of the agent's phase is gone: the verification's scratch is made here.
     """
+    facts.named_by_tests(original)
     protected = protect.protected_changes(changes, facts)
     held = {p for p, _ in protected}
     new_tests = [p for p in protect.new_tests(changes, facts) if p not in held]
@@ -369,6 +372,9 @@ def grade(env: Environment, baseline: Baseline, workspace: str, changes: Changes
                 reason = (f"tests were collected from {strays[0]}, a file the run added that "
                           "golem did not hold back as a new test file")
                 after.problem = f"{after.problem}; {reason}" if after.problem else reason
+            late = protect.read_in_run(after.reads, changed - held, facts)
+            if late:
+                protected = sorted(protected + late)
             verdict = judge(baseline.result, after, protected, changed)
             grading = Grading(verdict, protected, findings, after, new_tests, copy=copy)
             if new_tests and verdict.name != "REJECTED":

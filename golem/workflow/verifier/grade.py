@@ -108,6 +108,12 @@ def _pseudo_fixed(before: SuiteResult, after: SuiteResult, test_id: str) -> bool
                                for t, o in group.items())
 
 
+def reached_for(before: SuiteResult, after: SuiteResult) -> list[str]:
+    """What the run's test process did, by golem's audit, that could reach the evidence (the
+    seal's thread, the record stream, the process itself) and the baseline's did not."""
+    return sorted(after.audit - before.audit)
+
+
 def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, str]],
           changed: set[str] = frozenset()) -> Verdict:
     """Compare the suite before and after a run, given the protected paths it changed and
@@ -153,6 +159,13 @@ def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, st
     verdict = Verdict("FAILED", "", sorted(fixed), sorted(set(still)), broke, sorted(missing))
     if protected:
         return _rejected(verdict, after, protected)
+    reached = reached_for(before, after)
+    if reached:
+        verdict.name = "REJECTED"
+        verdict.summary = (f"REJECTED: the code under test reached for the test process's own "
+                           f"machinery ({_names(reached)}), which the baseline's run never did: "
+                           "its evidence cannot be trusted")
+        return verdict
     if after.passed and not (verdict.still_failing or broke or missing) and not swapped:
         verdict.name = "VERIFIED"
         verdict.summary = (f"VERIFIED: suite passes ({len(after.tests)} tests, {len(fixed)} "

@@ -15,6 +15,18 @@ from typing import Iterable
 
 RUNNERS = {"unittest", "pytest", "_pytest"}
 EXITS = {"sys.exit", "os._exit", "os.abort", "atexit.register", "exit", "quit"}
+# what could reach golem's evidence from inside the test process: become another program,
+# start one in its place, probe descriptors, read other threads or the object graph
+PROCESS = {f"os.{n}" for n in ("execv", "execve", "execl", "execle", "execlp", "execlpe",
+                                "execvp", "execvpe", "posix_spawn", "posix_spawnp", "spawnv",
+                                "spawnve", "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnvp",
+                                "spawnvpe", "fork", "forkpty", "kill", "killpg")}
+DESCRIPTORS = {"os.fstat", "os.dup", "os.dup2", "os.write", "os.fdopen", "os.set_inheritable",
+               "fcntl.fcntl", "os.get_inheritable"}
+REACH = {"sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+         "sys.settrace", "sys.setprofile", "threading.settrace", "threading.setprofile",
+         "ctypes.CDLL", "ctypes.PyDLL", "ctypes.cdll.LoadLibrary", "ctypes.string_at",
+         "ctypes.memmove", "ctypes.cast", "ctypes.pythonapi"}
 FRAMES = {"inspect.stack", "inspect.currentframe", "inspect.getouterframes", "inspect.trace",
           "sys._getframe", "traceback.extract_stack", "traceback.walk_stack"}
 
@@ -278,9 +290,20 @@ class Finder:
             if module.split(".")[0] in RUNNERS:
                 self.add(node, "runner-import", module.split(".")[0],
                          f"imports {module} outside the tests")
+            elif module.split(".")[0] in ("ctypes", "_ctypes"):
+                self.add(node, "reach", "ctypes", f"imports {module}: raw memory and calls")
+            elif module == "__main__":
+                self.add(node, "reach", "__main__", "imports __main__: the program running "
+                         "the tests (golem's driver)")
         return None
 
     visit_ImportFrom = visit_Import
+
+    def visit_Subscript(self, node: ast.Subscript):
+        if self.dotted(node) == "__main__":
+            self.add(node, "reach", "__main__", "reads sys.modules['__main__']: the program "
+                     "running the tests (golem's driver)")
+        return None
 
     def visit_Raise(self, node: ast.Raise):
         exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
@@ -304,6 +327,15 @@ class Finder:
             self.add(node, "exit", name, f"calls {name}: {why}")
         elif name in FRAMES:
             self.add(node, "stack-inspection", name, f"calls {name}: looks at its callers")
+        elif name in PROCESS:
+            self.add(node, "process", name, f"calls {name}: replaces, starts or signals a "
+                     "process from inside the tests")
+        elif name in DESCRIPTORS:
+            self.add(node, "descriptors", name, f"calls {name}: works on raw file descriptors, "
+                     "golem's evidence pipe among them")
+        elif name in REACH:
+            self.add(node, "reach", name, f"calls {name}: reaches other threads, the object "
+                     "graph or raw memory")
         elif name in ("setattr", "delattr") and node.args:
             owner = self.dotted(node.args[0])
             if owner.split(".")[0] in RUNNERS:
@@ -325,7 +357,8 @@ class Finder:
             self.add(node, "test-detection", value,
                      f"mentions {value!r}: behaves differently under a test runner")
         elif isinstance(value, str) and ("GOLEM_" in value or "/proc/self/fd" in value
-                                         or value.startswith("/dev/fd")):
+                                         or value.startswith("/dev/fd")
+                                         or "golem_" in value.lower()):
             self.add(node, "test-detection", value[:40],
                      f"mentions {value[:40]!r}: reaches into golem's own evidence")
         return None

@@ -37,8 +37,10 @@ import ast
 import doctest
 import fnmatch
 import os
+import posixpath
 import sys
 from dataclasses import dataclass, field
+from typing import Callable
 
 from golem.workflow.verifier.snapshot import Changes
 
@@ -88,14 +90,43 @@ class Facts:
     # when only code outside the doctests changed
     doctests: dict[str, str] = field(default_factory=dict)
 
+    named_data: dict[str, str] = field(default_factory=dict)  # named by a test: file -> test
+
     def read_by_tests(self, reads: dict[str, set[str]]) -> None:
         """Take as test data every file the baseline's tests (or their helpers and fixtures)
         opened or tried to open for reading."""
         for path, openers in reads.items():
-            tests = sorted(o for o in openers if o in self.test_files or is_test_path(o)
-                           or o.rpartition("/")[2] == "conftest.py")
+            tests = self.test_openers(openers)
             if tests:
                 self.test_data[path] = tests[0]
+
+    def test_openers(self, openers) -> list[str]:
+        """The files among `openers` that belong to the tests."""
+        return sorted(o for o in openers if o in self.test_files or is_test_path(o)
+                      or o.rpartition("/")[2] == "conftest.py")
+
+    def named_by_tests(self, original: Callable[[str], bytes | None]) -> None:
+        """Take as test data every existing file, not code, that a test module names in a
+        string literal: the whole relative path (`"data/expected.txt"`), or its name with each
+        directory above it named too (`HERE / "data" / "expected.txt"`) or holding the test.
+        Read where the baseline never got to them (a test that crashed before opening its
+        expectations), they are the tests' all the same. `original(path)` gives a file's
+        content before the run."""
+        by_name: dict[str, list[str]] = {}
+        for path in self.before:
+            if not _is_code(path) and not path.startswith(".git/"):
+                by_name.setdefault(path.rpartition("/")[2], []).append(path)
+        for test in sorted(self.test_files | {p for p in self.before
+                                              if p.rpartition("/")[2] == "conftest.py"}):
+            literals = _literals(original(test))
+            parts = {piece for text in literals for piece in text.split("/") if piece}
+            here = set(test.split("/")[:-1])
+            for text in literals:
+                clean = posixpath.normpath(text).lstrip("/")
+                for path in by_name.get(clean.rpartition("/")[2], ()):
+                    named = all(d in parts or d in here for d in path.split("/")[:-1])
+                    if path == clean or (named and path.endswith("/" + clean)):
+                        self.named_data.setdefault(path, test)
 
     @property
     def test_dirs(self) -> set[str]:
@@ -222,8 +253,9 @@ def reason(rel: str, kind: str, facts: Facts) -> str | None:
         return f"test file: the baseline collected tests from {rel}, and the run {verb} it"
     if _in_data_dir(rel):
         return f"test data: {rel} is under a test-data directory"
-    if rel in facts.test_data:
-        return f"test data: the baseline's tests read {rel} ({facts.test_data[rel]})"
+    data = _test_data(rel, facts)
+    if data:
+        return data
     if kind == "added":
         shadow = _shadow(rel, facts)
         if shadow:
@@ -245,6 +277,41 @@ def reason(rel: str, kind: str, facts: Facts) -> str | None:
         return ("compiled extension: machine code golem cannot read, scan or judge, which "
                 "Python may import instead of the source")
     return None
+
+
+def _test_data(rel: str, facts: Facts) -> str | None:
+    """Why `rel` is test data by what the tests read or name, or None."""
+    if rel in facts.test_data:
+        return f"test data: the baseline's tests read {rel} ({facts.test_data[rel]})"
+    if rel in facts.named_data:
+        return f"test data: {facts.named_data[rel]} names {rel}"
+    return None
+
+
+def read_in_run(reads: dict[str, set[str]], changed: set[str], facts: Facts,
+                label: str = "verification") -> list[tuple[str, str]]:
+    """(path, reason) for every changed file the tests of a later run opened for reading:
+    test data the baseline's tests never got to (a test that failed before it opened its
+    expectations)."""
+    found = []
+    for path in sorted(set(reads) & changed):
+        tests = facts.test_openers(reads[path])
+        if tests:
+            found.append((path, f"test data: the {label}'s tests read {path} ({tests[0]})"))
+    return found
+
+
+def _literals(data: bytes | None) -> set[str]:
+    """The short one-line string constants of a Python source."""
+    if not data or len(data) > 2_000_000:
+        return set()
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and 0 < len(node.value) < 300
+            and "\n" not in node.value and "\x00" not in node.value}
 
 
 def protected_changes(changes: Changes, facts: Facts) -> list[tuple[str, str]]:

@@ -29,6 +29,8 @@ Detection, when `-test` is absent (first rule that matches wins):
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -80,6 +82,8 @@ class SuiteResult:
     config: dict | None = None                  # pytest: rootdir, inifile, confcutdir
     problem: str | None = None                  # why the evidence cannot be trusted
     reads: dict[str, set[str]] = field(default_factory=dict)    # file -> code that read it
+    notes: list[str] = field(default_factory=list)     # what golem's runner helpers said
+    audit: set[str] = field(default_factory=set)       # what the test process reached for
 
     @property
     def failing(self) -> list[str]:
@@ -399,14 +403,15 @@ def run_suite(plan: Plan, *, cwd: str, env: dict[str, str], run: RunScratch, hel
     if plan.runner == "go":
         cap = max(cap, GO_CAP)
     streams = plan.runner in ("unittest", "pytest")
+    key = os.urandom(32) if streams else b""      # this run's seal, known to golem alone
     done = process.run(argv, cwd=cwd, env=run.env(env), timeout=timeout, cap=cap, wrap=wrap,
-                       evidence=RECORDS_CAP if streams else 0)
+                       evidence=RECORDS_CAP if streams else 0, seal=key)
     result = SuiteResult(done.exit_code, done.timed_out, done.output, done.elapsed, "exit-code")
     if plan.runner not in EVIDENCE:
         return result
     result.evidence = EVIDENCE[plan.runner]
     if streams:
-        _read_stream(result, done.evidence, done.evidence_truncated)
+        _read_stream(result, done.evidence, done.evidence_truncated, key)
     elif plan.runner == "go":
         result.tests, result.pseudo, result.output, result.problem = runners.parse_go(
             done.output)
@@ -439,20 +444,48 @@ def _read_file(result: SuiteResult, runner: str, path: str, cwd: str) -> None:
         result.problem = f"the result file was unreadable ({exc}): the suite did not finish"
 
 
-def _read_stream(result: SuiteResult, raw: bytes, truncated: bool) -> None:
-    """Fill `result` from the records golem's driver or plugin streamed during the run."""
+def seal_mac(key: bytes) -> str:
+    """The seal golem's driver writes last with this run's key (helpers/evidence.py)."""
+    return hmac.new(key, b"golem-seal-v1", hashlib.sha256).hexdigest()
+
+
+def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = b"") -> None:
+    """Fill `result` from the records golem's driver or plugin streamed during the run. With
+    `key`, the stream must end with the seal only the driver's own `main` can have asked for,
+    after the runner returned; and it must hold the runner's own collection, and every test
+    it reports must be one collected (import and setup errors aside), reported once."""
     tests: dict[str, str] = {}
     replaced: list[str] = []
-    started = ended = False
+    started = ended = sealed = False
     end: dict = {}
     problem = None
+    collected: dict[str, int] | None = None
+    reported: dict[str, int] = {}
+    forged = False
+    decode = json.JSONDecoder().decode
     for number, line in enumerate(raw.splitlines(), 1):
         try:
-            record = json.loads(line)
+            record = decode(line.decode("utf-8", "surrogatepass"))
         except ValueError:
             problem = f"record {number} of the evidence is not JSON"
             break
         kind = record.get("e") if isinstance(record, dict) else None
+        if sealed:
+            problem = "evidence arrived after the run's seal"
+            break
+        if kind == "seal":
+            if not ended or not key or not hmac.compare_digest(
+                    str(record.get("mac", "")), seal_mac(key)):
+                forged = True
+                problem = "the evidence carries a seal golem did not make"
+                break
+            sealed = True
+            continue
+        if kind == "audit":
+            event = record.get("event")
+            if isinstance(event, str):
+                result.audit.add(event[:100])
+            continue
         if ended:
             problem = "evidence arrived after the run's last record"
             break
@@ -463,11 +496,32 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool) -> None:
             started = True
         elif kind == "config":
             result.config = {k: record.get(k) for k in ("rootdir", "inifile", "confcutdir")}
+        elif kind == "collected":
+            ids = record.get("ids")
+            if collected is not None:
+                forged = True
+                problem = "the evidence holds two collections"
+                break
+            collected = {}      # id -> how many times the runner collected it
+            for each in ids if isinstance(ids, list) else ():
+                if isinstance(each, str):
+                    collected[each] = collected.get(each, 0) + 1
         elif kind == "test":
             test_id, outcome = record.get("id"), record.get("outcome")
             if not isinstance(test_id, str) or outcome not in OUTCOMES:
                 problem = f"record {number} of the evidence is malformed"
                 break
+            if not record.get("pseudo"):
+                if key and (collected is None or test_id not in collected):
+                    forged = True
+                    problem = f"a test the runner never collected was reported: {test_id}"
+                    break
+                reported[test_id] = reported.get(test_id, 0) + 1
+                if reported[test_id] > (collected or {}).get(test_id, 1) and (
+                        outcome not in FAILING or tests.get(test_id) not in FAILING):
+                    forged = True
+                    problem = f"a test was reported twice: {test_id}"
+                    break
             if tests.get(test_id) not in FAILING or outcome in FAILING:
                 tests[test_id] = outcome
             if record.get("pseudo"):
@@ -481,6 +535,9 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool) -> None:
             path, by = record.get("path"), record.get("by")
             if isinstance(path, str) and isinstance(by, str):
                 result.reads.setdefault(path, set()).add(by)
+        elif kind == "note":
+            if isinstance(record.get("message"), str) and len(result.notes) < 20:
+                result.notes.append(record["message"][:500])
         elif kind == "guard":
             replaced += [str(r) for r in record.get("replaced") or []]
         elif kind == "end":
@@ -499,6 +556,16 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool) -> None:
     if problem is None and not ended:
         problem = ("the run did not finish (no last record): the suite exited early or was "
                    "cut short")
+    if key and not sealed:
+        problem = problem or ("the evidence is not sealed: golem's driver never reached its "
+                              "own end (the test process left early or became another "
+                              "program, or the records are not the driver's)")
+        forged = True
+    if forged:      # nothing in it is evidence that a test passed; a failure still counts
+        result.tests = {t: o for t, o in result.tests.items() if o in FAILING}
+        result.files = {t: f for t, f in result.files.items() if t in result.tests}
+        result.origins = {t: o for t, o in result.origins.items() if t in result.tests}
+        result.pseudo &= set(result.tests)
     if problem is None and isinstance(end.get("exit"), int) and result.exit_code is not None \
             and not result.timed_out and end["exit"] != result.exit_code:
         problem = (f"the process exited {result.exit_code} after the runner finished with "

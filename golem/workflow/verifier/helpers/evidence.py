@@ -3,8 +3,10 @@ machinery. golem's unittest driver and pytest plugin load this file by its path.
 
 Records are JSON objects, one per line, written with `os.write` to the descriptor named by
 GOLEM_EVIDENCE_FD: a pipe golem reads while the run goes on, so a record, once written,
-cannot be taken back. The serializer is this module's own (no `json`), and everything it
-calls is taken when the module loads, before any code under test runs.
+cannot be taken back (passing tests in small batches, everything else at once). The stream
+counts only when it ends with the seal (below). The serializer is this module's own (no
+`json`), and everything it calls is taken when the module loads, before any code under test
+runs.
 
 The guard records every function, method, class and instance found in the modules it is
 given (and in the classes defined there) when it starts, and names whatever was replaced,
@@ -18,8 +20,19 @@ interpreter has already loaded.
 import os
 import sys
 
+import _thread
+import hashlib
+
 _write, _environ, _relpath, _realpath = os.write, os.environ, os.path.relpath, os.path.realpath
-_addaudithook, _getframe = sys.addaudithook, sys._getframe
+_read, _close, _fstat, _pipe, _getpid = os.read, os.close, os.fstat, os.pipe, os.getpid
+_addaudithook, _getframe, _current_frames = sys.addaudithook, sys._getframe, sys._current_frames
+_get_ident, _start_thread, _sha256 = _thread.get_ident, _thread.start_new_thread, hashlib.sha256
+_set_inheritable = os.set_inheritable
+from time import monotonic as _monotonic
+try:    # imported now, before the working directory is on sys.path
+    import ctypes as _ctypes
+except ImportError:                     # pragma: no cover - an interpreter without ctypes
+    _ctypes = None
 _O_ACCMODE = getattr(os, "O_ACCMODE", 3)
 _sep, _isinstance, _type, _vars, _callable = os.sep, isinstance, type, vars, callable
 _ModuleType = _type(sys)
@@ -29,7 +42,16 @@ _ESCAPES = {code: "\\u%04x" % code for code in (*range(32), *range(0xD800, 0xE00
 _ESCAPES.update({0x22: '\\"', 0x5C: "\\\\"})
 
 
+def _text(value: str) -> str:
+    if value.isprintable() and '"' not in value and "\\" not in value:
+        return '"' + value + '"'        # the common case, without a pass per character
+    return '"' + value.translate(_ESCAPES) + '"'
+
+
 def _json(value) -> str:
+    kind = _type(value)
+    if kind is str:
+        return _text(value)
     if value is None:
         return "null"
     if value is True:
@@ -39,27 +61,69 @@ def _json(value) -> str:
     if _isinstance(value, int):
         return str(int(value))
     if _isinstance(value, str):
-        return '"' + value.translate(_ESCAPES) + '"'
+        return _text(str(value))
     if _isinstance(value, dict):
-        return "{" + ",".join(_json(str(k)) + ":" + _json(v) for k, v in value.items()) + "}"
+        return "{" + ",".join(_text(str(k)) + ":" + _json(v) for k, v in value.items()) + "}"
     if _isinstance(value, (list, tuple, set, frozenset)):
-        return "[" + ",".join(_json(v) for v in value) + "]"
+        return "[" + ",".join([_json(v) for v in value]) + "]"
     return _json(str(value))
+
+
+_TAILS = {}
 
 
 class Stream:
     """The record stream to golem (nothing is written when golem did not start the run)."""
 
-    __slots__ = ("fd",)     # no instance attribute can stand in for `emit`
+    __slots__ = ("fd", "_held", "_size", "_since")  # none can stand in for `emit`
 
     def __init__(self):
         fd = _environ.pop("GOLEM_EVIDENCE_FD", "")
         self.fd = int(fd) if fd.isdigit() else -1
+        self._held, self._size, self._since = [], 0, _monotonic()
+        if self.fd >= 0:
+            try:    # no program this process starts or becomes inherits it
+                _set_inheritable(self.fd, False)
+            except OSError:
+                self.fd = -1
 
     def emit(self, **record) -> None:
+        if self.fd >= 0:
+            self._held.append(_json(record) + "\n")
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what `test` held back. Passing tests are written in batches (at most 16 KiB
+        or 50 ms old), failures and every other record at once: the seal, not the moment of
+        writing, is what makes a passing outcome golem's."""
+        held, self._held, self._size, self._since = self._held, [], 0, _monotonic()
+        if held and self.fd >= 0:
+            self._write("".join(held))
+
+    def test(self, test_id, outcome, file, pseudo, origins) -> None:
+        """One finished test: `emit(e="test", ...)` with the repeated parts serialised once."""
         if self.fd < 0:
             return
-        data = (_json(record) + "\n").encode("utf-8", "surrogatepass")
+        key = (outcome, file, pseudo, id(origins))
+        tail = _TAILS.get(key)
+        if tail is not None and tail[1] is not origins:
+            tail = None
+        if tail is None:
+            tail = _TAILS[key] = (self._tail(outcome, file, pseudo, origins), origins)
+        line = '{"e":"test","id":' + _json(test_id) + tail[0]
+        self._held.append(line)
+        self._size += len(line)
+        if outcome in ("failed", "error") or self._size > 16384 or \
+                _monotonic() - self._since > 0.05:
+            self.flush()    # a failure at once: it is evidence even if the run never ends
+
+    @staticmethod
+    def _tail(outcome, file, pseudo, origins) -> str:
+        return (',"outcome":' + _json(outcome) + ',"file":' + _json(file) + ',"pseudo":'
+                + _json(pseudo) + ',"origins":' + _json(list(origins)) + "}\n")
+
+    def _write(self, text: str) -> None:
+        data = text.encode("utf-8", "surrogatepass")
         while data:
             try:
                 data = data[_write(self.fd, data):]
@@ -103,12 +167,48 @@ def code_file(obj):
     return getattr(code, "co_filename", None)
 
 
+_ORIGIN = {}     # function (or code object) -> (it, its workspace file or None)
+
+
+def origin(obj, cwd: str):
+    """The workspace file the code of `obj` comes from, once per function."""
+    key = getattr(obj, "__func__", obj)
+    held = _ORIGIN.get(id(key))
+    if held is None or held[0] is not key or held[1] != cwd:
+        held = (key, cwd, relative(code_file(obj), cwd))    # `key` kept alive: its id stays
+        _ORIGIN[id(key)] = held
+    return held[2]
+
+
 def origins(objects, cwd: str) -> list:
     """Workspace files (relative to `cwd`) the code of `objects` comes from."""
     found = []
     for obj in objects:
-        rel = relative(code_file(obj), cwd)
+        rel = origin(obj, cwd)
         if rel and rel not in found:
+            found.append(rel)
+    return found
+
+
+_CLASS_ORIGINS = {}
+
+
+def class_origins(cls, cwd: str) -> list:
+    """`origins` of `class_code(cls)`, computed once per class: what a test records costs
+    the same however many methods its class has."""
+    key = (id(cls), cwd)
+    held = _CLASS_ORIGINS.get(key)
+    if held is None or held[0] is not cls:
+        held = (cls, origins(class_code(cls), cwd))     # the class kept alive: its id stays
+        _CLASS_ORIGINS[key] = held
+    return held[1]
+
+
+def test_origins(objects, cls, cwd: str) -> list:
+    """Workspace files the code of a test comes from: its own `objects`, then its class's."""
+    found = origins(objects, cwd)
+    for rel in (class_origins(cls, cwd) if cls is not None else ()):
+        if rel not in found:
             found.append(rel)
     return found
 
@@ -236,5 +336,182 @@ def watch_reads(stream, cwd: str, limit: int = 5000) -> None:
                 stream.emit(e="read", path=rel, by=opener)
         except Exception:
             return      # never in the way of the code under test
+
+    _addaudithook(hook)
+
+
+# -- the seal and the audit ------------------------------------------------------------------
+#
+# Code under test runs in this process and can write to the record stream like the driver.
+# What it cannot make is the seal: the last record, a MAC with a key golem made for this run
+# alone. The key is read from its own pipe, before any code under test is imported, by a
+# thread of its own that keeps it only in its frame (no object, global or closure holds it;
+# another thread's frames are reachable only through the audited `sys._current_frames`, `gc`
+# or `ctypes`). The thread signs once, when asked by `Sealed.end` called straight from the
+# driver's own `main` (the very frame that started it) with nothing else on the main
+# thread's stack: after the runner returned. A run that leaves early, is replaced by another
+# program, or asks from anywhere else, has no seal.
+#
+# The audit hook (which Python code cannot remove) records what could reach the key or the
+# stream from inside: process replacement (blocked), other threads' frames, the garbage
+# collector's object lists, tracing, ctypes, a process's memory or descriptor table, and code
+# objects swapped on functions. golem compares them with the baseline's.
+
+SEAL_MESSAGE = b"golem-seal-v1"
+# events whose every occurrence is recorded, by name
+_AUDITED = frozenset({"sys._current_frames", "gc.get_objects", "gc.get_referrers",
+                      "gc.get_referents", "sys.settrace", "sys.setprofile", "os.exec"})
+_FD_LISTS = ("/proc/self/fd", "/dev/fd", "/proc/thread-self/fd")
+
+
+class Sealed:
+    """The seal and the audit of one run; `start` before any code under test is imported."""
+
+    __slots__ = ("_ask", "_answer")
+
+    def __init__(self, ask: int = -1, answer: int = -1):
+        self._ask, self._answer = ask, answer
+
+    @staticmethod
+    def start(stream) -> "Sealed":
+        """Called by the driver's `main`: read the key in a thread of its own, install the
+        audit hook; records go to `stream`."""
+        key_fd = _environ.pop("GOLEM_SEAL_FD", "")
+        fd, sealer = stream.fd, []
+        if key_fd.isdigit() and fd >= 0:
+            _undumpable()
+        _audit(fd, sealer)
+        if not key_fd.isdigit() or fd < 0:
+            return Sealed()
+        ask_r, ask_w = _pipe()
+        answer_r, answer_w = _pipe()
+        for each in (ask_r, ask_w, answer_r, answer_w):
+            _set_inheritable(each, False)
+        main_frame = _getframe(1)
+        sealer.append(_start_thread(_sealer, (int(key_fd), fd, ask_r, answer_w, _get_ident(),
+                                              main_frame, Sealed.end.__code__)))
+        del main_frame, sealer
+        _read(answer_r, 1)      # the key is read and its pipe closed
+        return Sealed(ask_w, answer_r)
+
+    def end(self) -> None:
+        """Ask for the seal: call straight from the driver's `main`, after the end record."""
+        if self._ask < 0:
+            return
+        try:
+            _write(self._ask, b"s")
+            _read(self._answer, 1)
+        except OSError:
+            pass
+
+
+def _undumpable() -> None:
+    """PR_SET_DUMPABLE 0 (Linux): no other process of the user, a child the tests start
+    included, can read this process's memory through /proc or ptrace."""
+    if _ctypes is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        _ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (OSError, AttributeError, TypeError, ValueError):
+        pass
+
+
+def _sealer(key_fd, fd, ask, answer, main_ident, main_frame, end_code):
+    # Everything this thread calls is bound here, before any code under test exists: a
+    # module attribute or builtin replaced later must not see the key.
+    read, write, close, fstat, frames, sha256 = _read, _write, _close, _fstat, \
+        _current_frames, _sha256
+    error, message = OSError, SEAL_MESSAGE
+    try:
+        key = read(key_fd, 4096)
+        close(key_fd)
+    except error:
+        key = b""
+    if len(key) > 64:
+        key = sha256(key).digest()
+    key = key + bytes(64 - len(key))
+    inner = sha256(bytes(b ^ 0x36 for b in key))
+    outer = sha256(bytes(b ^ 0x5C for b in key))
+    key = None
+    identity = fstat(fd)
+    identity = (identity.st_dev, identity.st_ino)
+    write(answer, b"r")
+    while True:
+        try:
+            if read(ask, 1) != b"s":
+                return
+        except error:
+            return
+        frame = frames().get(main_ident)
+        if frame is None or frame.f_code is not end_code or frame.f_back is not main_frame \
+                or inner is None:
+            frame = None
+            write(answer, b"n")
+            continue    # asked from anywhere but the driver's main: no seal
+        frame = None
+        try:
+            now = fstat(fd)
+            if (now.st_dev, now.st_ino) == identity:
+                mac = inner.copy()
+                mac.update(message)
+                digest = mac.digest()
+                mac = outer.copy()
+                mac.update(digest)
+                write(fd, b'{"e":"seal","mac":"' + mac.hexdigest().encode("ascii") + b'"}\n')
+        except error:
+            pass
+        inner = outer = None        # one seal per run
+        write(answer, b"d")
+
+
+def _audit(fd: int, sealer: list) -> None:
+    """Install the hook that records what could reach the seal or the stream (see above);
+    `sealer` will hold the sealing thread's id. Everything the hook calls is bound here,
+    before any code under test exists, and the hook itself is reachable from nowhere."""
+    if fd < 0:
+        return
+    write, fstat, get_ident, getpid, isinstance_, len_ = _write, _fstat, _get_ident, \
+        _getpid, _isinstance, len
+    audited, fd_lists, error = _AUDITED, _FD_LISTS, RuntimeError
+    pid = getpid()
+    identity = fstat(fd)
+    identity = (identity.st_dev, identity.st_ino)
+    seen = set()
+
+    def report(kind):
+        if kind in seen or len_(seen) > 200:
+            return
+        seen.add(kind)
+        now = fstat(fd)
+        if (now.st_dev, now.st_ino) != identity:
+            raise error("golem: the evidence stream was replaced")
+        write(fd, b'{"e":"audit","event":"' + kind.encode("ascii") + b'"}\n')
+
+    def hook(event, args):
+        if event in audited:
+            if event == "sys._current_frames" and sealer and get_ident() == sealer[0]:
+                return
+            if event == "os.exec":
+                if getpid() != pid:
+                    return      # a forked child becoming another program: not this run
+                report(event)
+                raise error("golem: a graded test run may not replace its process")
+            report(event)
+        elif event.startswith("ctypes."):
+            report("ctypes")
+        elif event == "open":
+            path = args[0]
+            if isinstance_(path, str) and path.startswith("/proc/") and path.endswith("/mem"):
+                report("process memory")
+        elif event in ("os.listdir", "os.scandir"):
+            path = args[0] if args else None
+            if isinstance_(path, str) and (path in fd_lists or (
+                    path.startswith("/proc/") and path.rstrip("/").endswith("/fd"))):
+                report("descriptor list")
+        elif event == "fcntl.fcntl":
+            if args and args[0] == fd:
+                report("descriptor probed")
+        elif event == "object.__setattr__" and len_(args) > 1 and args[1] == "__code__":
+            report("code swapped")
 
     _addaudithook(hook)

@@ -4,7 +4,8 @@ plugin, started so nothing beside it or in the working directory is imported fir
     PYTHON -I -X pycache_prefix=DIR pytest_launcher.py [--golem-cwd] ARGS...
 
 `--golem-cwd` puts the working directory first on sys.path, as `python -m pytest` does (the
-`pytest` script does not). The last record gives pytest's exit status; the launcher then
+`pytest` script does not). Plugins that would run the tests in worker processes (pytest-xdist)
+are told to keep them in this one, with a note. The last record gives pytest's exit status; the launcher then
 leaves with os._exit, so no atexit handler of the code under test runs after it.
 """
 
@@ -22,6 +23,32 @@ def _load(name, path):
     return module
 
 
+# plugins that run the tests in worker processes, and the options that keep them in this one
+IN_PROCESS = (("xdist", ["-n", "0", "--dist", "no"]),)
+
+
+def _in_process(stream, args) -> list:
+    """Options that keep every test in this process, where golem's plugin sees its outcome
+    and the files it reads; a note for each plugin turned off this way."""
+    extra = []
+    autoload = not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") and \
+        "--disable-plugin-autoload" not in args
+    for name, options in IN_PROCESS:
+        named = [a for a in args if a.endswith(name) or a.endswith(name + ".plugin")]
+        if any("no:" in a for a in named) or not (autoload or named):
+            continue    # not loaded: its options would be unknown to pytest
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if found:
+            extra += options
+            stream.emit(e="note", message=f"pytest-{name} is installed: golem's runs keep the "
+                        f"tests in one process ({' '.join(options)}), so every outcome and "
+                        "every file a test reads is seen")
+    return extra
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     evidence = _load("golem_evidence", os.path.join(here, "evidence.py"))
@@ -34,6 +61,8 @@ def main():
         sys.path.insert(0, cwd)
     plugin = plugin_module.Plugin(evidence, cwd)
     plugin.stream.emit(e="start", runner="pytest", cwd=cwd)
+    sealed = evidence.Sealed.start(plugin.stream)   # before any code under test is imported
+    args += _in_process(plugin.stream, args)
     sys.argv = ["pytest", *args]
     try:
         import pytest
@@ -45,6 +74,7 @@ def main():
         traceback.print_exc()
         code = 3
     plugin.stream.emit(e="end", ok=code == 0, exit=code)
+    sealed.end()    # straight from here: the seal says this function reached its end
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -57,7 +57,7 @@ class Plugin:
     def pytest_collection_finish(self, session):
         items = list(getattr(session, "items", ()))
         self.items = {item.nodeid: item for item in items}
-        self.stream.emit(e="collected", count=len(items))
+        self.stream.emit(e="collected", count=len(items), ids=list(self.items))
         seen = set()
         for item in items:
             for owner in (getattr(item, "cls", None), getattr(item, "module", None)):
@@ -94,13 +94,10 @@ class Plugin:
         file, origins = None, []
         if item is not None:
             file = self._rel(getattr(item, "path", None) or getattr(item, "fspath", None))
-            objects = [getattr(item, "obj", None)]
-            cls = getattr(item, "cls", None)
-            if cls is not None:
-                objects += self.evidence.class_code(cls)
-            origins = self.evidence.origins([o for o in objects if o is not None], self.cwd)
-        self.stream.emit(e="test", id=nodeid, outcome=outcome, file=file, pseudo=False,
-                         origins=origins)
+            obj = getattr(item, "obj", None)
+            origins = self.evidence.test_origins([obj] if obj is not None else [],
+                                                 getattr(item, "cls", None), self.cwd)
+        self.stream.test(nodeid, outcome, file, False, origins)
 
     def pytest_sessionfinish(self, session, exitstatus):
         for nodeid, outcome in list(self.outcomes.items()):

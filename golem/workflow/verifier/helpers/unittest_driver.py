@@ -11,8 +11,9 @@ With `--golem-only`, the tests are found as the arguments say and only TEST_ID r
 `-repeat` re-runs one test alone this way). Each record names the test, its outcome, the file
 its module came from and the workspace files its code came from. After the run, the guard
 names what the code under test replaced in unittest, in this driver, or in the test modules
-and classes; a last record says the run finished. The driver leaves with os._exit, so no
-atexit handler of the code under test runs after that record.
+and classes; a last record says the run finished, and the seal (evidence.py) that only this
+driver's `main` can ask for follows it. The driver leaves with os._exit, so no atexit
+handler of the code under test runs after that record.
 """
 
 import sys
@@ -71,15 +72,22 @@ def _describe(test):
         inner = test.description.rpartition("(")[2].rstrip(")")
         module = inner if inner in sys.modules else inner.rpartition(".")[0]
         return test_id, _module_file(module), True, []
-    method = getattr(test, getattr(test, "_testMethodName", "") or "", None)
-    objects = [method, getattr(test, "_testFunc", None)]
-    objects += _CLASS_CODE.setdefault(_type(test), evidence.class_code(_type(test)))
+    cls = _type(test)
+    held = _CLASSES.get(cls)
+    if held is None:    # once per class: what every test of it shares
+        held = _CLASSES[cls] = (_module_file(cls.__module__), evidence.class_origins(cls, CWD))
+    found = held[1]
+    objects = [getattr(test, getattr(test, "_testMethodName", "") or "", None),
+               getattr(test, "_testFunc", None)]
     objects += [v for v in _vars(test).values() if callable(v)]
-    return (test_id, _module_file(_type(test).__module__), False,
-            evidence.origins([o for o in objects if o is not None], CWD))
+    for obj in objects:
+        rel = evidence.origin(obj, CWD) if obj is not None else None
+        if rel and rel not in found:
+            found = [*found, rel]
+    return test_id, held[0], False, found
 
 
-_CLASS_CODE = {}
+_CLASSES = {}       # test class -> (its module's file, the files its code comes from)
 
 
 def _record(test, outcome):
@@ -88,8 +96,7 @@ def _record(test, outcome):
         return      # a subtest failed: the test as a whole did
     if outcome in ("failed", "error"):
         _failed[test_id] = outcome
-    STREAM.emit(e="test", id=test_id, outcome=outcome, file=file, pseudo=pseudo,
-                origins=origins)
+    STREAM.test(test_id, outcome, file, pseudo, origins)
 
 
 class _Result(unittest.TextTestResult):
@@ -160,7 +167,8 @@ class _Program(unittest.TestProgram):
 
     def runTests(self):
         tests = list(_flatten(self.test))
-        STREAM.emit(e="collected", count=len(tests))
+        STREAM.emit(e="collected", count=len(tests),
+                    ids=[t.id() for t in tests if _type(t).__name__ not in PSEUDO_TYPES])
         spaces, seen = [], set()
         for test in tests:
             for owner in (_type(test), sys.modules.get(_type(test).__module__)):
@@ -195,18 +203,21 @@ def main():
     _load_relocate().apply(CWD)     # the copy's code, never the workspace's
     sys.path.insert(0, CWD)     # what `python -m unittest` puts first
     STREAM.emit(e="start", runner="unittest", cwd=CWD)
+    sealed = evidence.Sealed.start(STREAM)      # before any code under test is imported
     evidence.watch_reads(STREAM, CWD)
     before = _machinery()
     try:
         program = _Program(module=None, argv=sys.argv, testRunner=_Runner,
                            testLoader=_Loader(), exit=False)
     except SystemExit as exc:   # bad arguments: unittest printed why
-        STREAM.emit(e="end", ok=False, tests_run=0, exit=exc.code if _isinstance(exc.code, int)
-                    else 2)
+        STREAM.emit(e="end", ok=False, tests_run=0, exit=2)
+        sealed.end()
         _flush()
         _exit(2)
     except BaseException:
         traceback.print_exc()
+        STREAM.emit(e="end", ok=False, tests_run=0, exit=2)
+        sealed.end()
         _flush()
         _exit(2)
     result = program.result
@@ -216,6 +227,7 @@ def main():
         STREAM.emit(e="guard", replaced=replaced)
     ok = result.wasSuccessful() and result.testsRun > 0 and not replaced
     STREAM.emit(e="end", ok=ok, tests_run=result.testsRun, exit=0 if ok else 1)
+    sealed.end()    # straight from here: the seal says this function reached its end
     _flush()
     # straight out: an atexit handler of the code under test must not run after the end
     _exit(0 if ok else 1)
