@@ -517,6 +517,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def _unkeyed(text: str) -> str:
+    """`text` with every provider key of the environment blanked, in any form: the last
+    guard on a message that reaches stderr."""
+    from golem.outgoing import redact
+    keys = [os.environ.get(variable, "").strip() for variable, _ in KEYS.values()]
+    return redact(text, [k for k in keys if k])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run golem with `argv` (default: sys.argv[1:]) and return the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -539,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
                 signals.kill_strays()
                 raise
     except (UsageError, Abort) as exc:
-        print(f"golem: {printable(str(exc), newlines=False)}", file=sys.stderr)
+        print(f"golem: {printable(_unkeyed(str(exc)), newlines=False)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
