@@ -127,6 +127,9 @@ def read_events(path: str) -> list[dict[str, Any]]:
                     record = json.loads(line)
                 except ValueError:
                     raise UsageError(f"{path}:{number}: not a JSON line") from None
+                except RecursionError:
+                    raise UsageError(f"{path}:{number}: nested too deeply to be a golem "
+                                     "event") from None
                 if isinstance(record, dict) and isinstance(record.get("event"), str):
                     events.append(record)
     except OSError as exc:
