@@ -23,19 +23,22 @@ from golem.llm import KEYS, ProviderConfig, Secret, make_provider, provider_name
 AGENT_SETTINGS = ["provider", "model", "base-url", "steps", "tokens", "wall", "cost", "price",
                   "sandbox", "max-tokens", "retries", "window", "context", "color", "quiet",
                   "verbose", "keep-runs", "keep-size"]
-SETTINGS_OF = {"fix": AGENT_SETTINGS + ["test", "allow", "strict", "repeat"],
+SETTINGS_OF = {"fix": AGENT_SETTINGS + ["test", "allow", "strict", "repeat", "allow-change"],
                "run": AGENT_SETTINGS + ["test", "allow"],
                "ask": AGENT_SETTINGS,
-               "verify": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose"],
-               "pick": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose"]}
+               "verify": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose",
+                          "allow-change"],
+               "pick": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose",
+                        "allow-change"]}
 
 
 def settings_for(args: argparse.Namespace) -> config.Effective:
     """The command's settings: flag, environment, repository, user, default."""
     names = SETTINGS_OF[args.command]
     flags = {name: getattr(args, name.replace("-", "_"), None) for name in names}
-    if flags.get("allow") is not None:
-        flags["allow"] = [p for group in flags["allow"] for p in group]
+    for name in ("allow", "allow-change"):     # repeatable: one list of lists
+        if flags.get(name) is not None:
+            flags[name] = [p for group in flags[name] for p in group]
     workspace = args.dir if os.path.isdir(args.dir) else None
     return config.resolve(flags, workspace, names)
 
@@ -129,12 +132,20 @@ def _options(args: argparse.Namespace, settings: config.Effective):
     values = settings.values
     budget = Budget(steps=values["steps"], tokens=values["tokens"], wall=values["wall"],
                     cost=values["cost"])
-    return Options(provider=provider_config(settings, args), dir=args.dir,
-                   test=values.get("test"), budget=budget, allow=values.get("allow", []),
-                   sandbox=values["sandbox"], trace=args.trace,
-                   patch=getattr(args, "patch", None), window=values["window"],
-                   context=values["context"], strict=values.get("strict", False),
-                   repeat=values.get("repeat", 0))
+    options = Options(provider=provider_config(settings, args), dir=args.dir,
+                      test=values.get("test"), budget=budget, allow=values.get("allow", []),
+                      sandbox=values["sandbox"], trace=args.trace,
+                      patch=getattr(args, "patch", None), window=values["window"],
+                      context=values["context"], strict=values.get("strict", False),
+                      repeat=values.get("repeat", 0))
+    return allowing_changes(options, values)
+
+
+def allowing_changes(options, values: dict):
+    """`options` carrying -allow-change (flag or user config): the files other tools run
+    that the change may touch."""
+    options.allow_change = list(values.get("allow-change") or [])
+    return options
 
 
 def console_style(settings: config.Effective):
@@ -412,6 +423,7 @@ def _verify_command(args: argparse.Namespace) -> int:
     options = Options(provider=ProviderConfig(name="none", model=""), dir=args.dir,
                       test=values["test"], sandbox=values["sandbox"], trace=args.trace,
                       strict=values["strict"], repeat=values["repeat"])
+    allowing_changes(options, values)
     style = console_style(settings)
     result_path = resolved(args.result)
     options.notes += [{"message": note} for note in settings.layers.notes]
@@ -434,6 +446,7 @@ def _pick_command(args: argparse.Namespace) -> int:
     options = Options(provider=ProviderConfig(name="none", model=""), dir=args.dir,
                       test=values["test"], sandbox=values["sandbox"], trace=args.trace,
                       strict=values["strict"], repeat=values["repeat"])
+    allowing_changes(options, values)
     style = console_style(settings)
     options.notes += [{"message": note} for note in settings.layers.notes]
     with Trace(options.trace, sys.stderr, style=style) as trace:

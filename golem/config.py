@@ -26,8 +26,8 @@ from typing import Any, Callable
 
 from golem.errors import UsageError
 from golem.values import (budget_count, choice, command, dollars, duration,  # noqa: F401
-                          flag_bool, plain, positive, price, programs, provider_name, show,
-                          size, text)
+                          flag_bool, globs, plain, positive, price, programs, provider_name,
+                          show, size, text)
 
 DEFAULT_MODELS = {"openrouter": "anthropic/claude-sonnet-4.5", "openai": "gpt-4.1",
                   "anthropic": "claude-sonnet-4-5", "demo": "demo"}
@@ -76,6 +76,8 @@ SETTINGS = {s.name: s for s in (
     Setting("verbose", flag_bool, False, "tool results and whole texts", repo=False),
     Setting("keep-runs", budget_count, 20, "runs kept for undo (0: no limit)", repo=False),
     Setting("keep-size", size, 1024 ** 3, "bytes the kept runs may take (0: no limit)",
+            repo=False),
+    Setting("allow-change", globs, [], "files other tools run that a change may touch",
             repo=False),
 )}
 SECRET_WORDS = ("key", "secret", "password", "passwd", "credential")
