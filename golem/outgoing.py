@@ -17,9 +17,9 @@ from __future__ import annotations
 import base64
 import bisect
 import functools
+import itertools
 import json
 import math
-import re
 from typing import Any, Iterable
 from urllib.parse import quote, quote_plus
 
@@ -30,7 +30,7 @@ MIN_SECRET = 8      # shorter values, and shorter runs of a key, would blank ord
 # every run of MIN_SECRET characters holds a GRAM-character piece starting at a multiple of
 # STRIDE (STRIDE + GRAM - 1 <= MIN_SECRET), so sampling every STRIDE-th position finds it
 GRAM, STRIDE = 5, 4
-_SPACE = re.compile(r"\s+")
+_BLOCK = 256        # characters counted at a time when a span is placed back in the text
 
 
 def _forms(secret: str) -> set[str]:
@@ -86,14 +86,9 @@ class Redactor:
             best = None
             for number, offset in hits:
                 form = forms[number]
-                left = 0
-                while left < offset and left < at and \
-                        dense[at - left - 1] == form[offset - left - 1]:
-                    left += 1
-                right = GRAM
-                while offset + right < len(form) and at + right < size and \
-                        dense[at + right] == form[offset + right]:
-                    right += 1
+                left = _agree(dense, at, form, offset, -min(offset, at))
+                right = GRAM + _agree(dense, at + GRAM, form, offset + GRAM,
+                                      min(len(form) - offset - GRAM, size - at - GRAM))
                 if left + right >= MIN_SECRET and (best is None or
                                                    (at + right, -left) > (best[1], -best[0])):
                     best = (at - left, at + right)
@@ -106,20 +101,41 @@ class Redactor:
         return spans
 
 
+def _agree(text: str, at: int, form: str, offset: int, most: int) -> int:
+    """How many characters `text` and `form` agree on going forward from `at` and `offset`
+    (`most` > 0) or backward from just before them (`most` < 0), at most |most|: found by
+    halving with slice comparisons, so each step is one C-level compare."""
+    low, high = 0, abs(most)
+    while low < high:
+        mid = (low + high + 1) // 2
+        same = (text[at:at + mid] == form[offset:offset + mid]) if most > 0 else \
+            (text[at - mid:at] == form[offset - mid:offset])
+        low, high = (mid, high) if same else (low, mid - 1)
+    return low
+
+
 def _to_text(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """`spans` of the text with its whitespace taken out, as spans of `text` itself."""
-    gaps = [(m.start(), m.end()) for m in _SPACE.finditer(text)]
-    if not gaps:
-        return spans
-    dense_at, removed, total = [], [], 0     # where each gap starts once blanks are gone
-    for start, end in gaps:
-        dense_at.append(start - total)
-        total += end - start
-        removed.append(total)
+    """`spans` of the text with its whitespace taken out, as spans of `text` itself.
+
+    The text is counted in blocks of _BLOCK characters (each count one C-level pass), and
+    only the block an end falls in is walked, so the cost is linear in the text and in the
+    number of spans, never their product.
+    """
+    size = len(text)
+    starts = list(range(0, size, _BLOCK))
+    kept = list(itertools.accumulate(len("".join(text[at:at + _BLOCK].split()))
+                                     for at in starts))    # characters kept up to each block
 
     def place(index: int) -> int:
-        count = bisect.bisect_right(dense_at, index)     # gaps before this character
-        return index + (removed[count - 1] if count else 0)
+        block = bisect.bisect_right(kept, index)
+        left = index - (kept[block - 1] if block else 0)   # kept characters to pass over
+        at = starts[block]
+        while True:
+            if not text[at].isspace():
+                if left == 0:
+                    return at
+                left -= 1
+            at += 1
 
     return [(place(start), place(end - 1) + 1) for start, end in spans]
 
