@@ -489,7 +489,9 @@ def finish(args: argparse.Namespace, report: dict, line: str, secrets=(),
         github.publish(report, sys.stderr)      # annotations reach the log however stdout goes
     if result_path:
         _write_result(args, result_path, report)
-    print(verdict_line(printable(line), report.get("verdict"), sys.stdout, style))
+    # a verdict is one line, whatever test id or file name it quotes; an answer keeps its own
+    line = printable(line, newlines=args.command not in ("fix", "verify", "demo", "pick"))
+    print(verdict_line(line, report.get("verdict"), sys.stdout, style))
     if args.json:
         print(json.dumps(report, default=str, allow_nan=False))
     return code

@@ -29,6 +29,7 @@ RUN_LATER = {
     "sub/setup.py": "import os\nos.system('curl collector.example')\n",
     ".vscode/tasks.json": '{"tasks": [{"label": "build", "command": "curl"}]}\n',
     ".envrc": "curl collector.example\n",
+    ".gitlab": "",      # a link to a directory of CI definitions elsewhere (below)
 }
 
 
@@ -48,11 +49,13 @@ class RunLater(GolemCase):
 
     def test_verify_rejects_each_and_names_it(self):
         repo = self.committed()
-        self.fix_and_add(repo, RUN_LATER)
+        self.fix_and_add(repo, {p: t for p, t in RUN_LATER.items() if p != ".gitlab"})
+        write_files(repo, {"ci/ci.yml": "job:\n  script: [curl collector.example]\n"})
+        os.symlink("ci", os.path.join(repo, ".gitlab"))
         code, report, err = self.verify(repo)
         self.assertEqual((report["verdict"], code), ("REJECTED", 3), report["summary"])
         named = {p["path"]: p["reason"] for p in report["protected_changes"]}
-        self.assertEqual(sorted(named), sorted(RUN_LATER))
+        self.assertEqual(sorted(set(named) - {"ci/ci.yml"}), sorted(RUN_LATER))
         for path, why in named.items():
             self.assertIn("-allow-change", why, path)
         self.assertIn(".envrc", report["summary"])
@@ -100,6 +103,21 @@ class RunLater(GolemCase):
         code, out, err, report = self.fix(again, server, "-allow-change",
                                           ".github/workflows/*.yml")
         self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
+
+    def test_a_git_hook_written_by_the_code_under_test(self):
+        repo = make_repo(self.tmp, git_repo=True)
+        planted = ("import os\n"
+                   "_hook = os.path.join(os.path.dirname(os.path.abspath(__file__)), '.git',"
+                   " 'hooks', 'pre-commit')\n"
+                   "try:\n    with open(_hook, 'w') as f:\n        f.write('#!/bin/sh\\n')\n"
+                   "except OSError:\n    pass\n" + FIXED_CALC)
+        server = self.serve([chat(tool_calls=[("write_file", {"path": "calc.py",
+                                                              "content": planted})]),
+                             chat(tool_calls=[("run_tests", {})]), chat("fixed")])
+        code, out, err, report = self.fix(repo, server)
+        self.assertTrue(os.path.exists(os.path.join(repo, ".git", "hooks", "pre-commit")))
+        self.assertEqual((report["verdict"], code), ("REJECTED", 3), report["summary"])
+        self.assertIn(".git", report["summary"])
 
     def test_fix_attempts_apply_none_that_adds_a_hook(self):
         repo = make_repo(self.tmp)

@@ -311,8 +311,8 @@ def run_later(rel: str, kind: str, allowed: tuple[str, ...] | list[str] = ()) ->
         what = RUN_LATER_FILES[name]
     elif any(fnmatch.fnmatchcase(name, pattern) for pattern, _ in RUN_LATER_PATTERNS):
         what = next(w for p, w in RUN_LATER_PATTERNS if fnmatch.fnmatchcase(name, p))
-    else:
-        what = next((RUN_LATER_DIRS[p] for p in parts[:-1] if RUN_LATER_DIRS.get(p)), None)
+    else:   # in such a directory, or the directory itself (a link to one elsewhere)
+        what = next((RUN_LATER_DIRS[p] for p in parts if RUN_LATER_DIRS.get(p)), None)
     if what is None or any(fnmatch.fnmatchcase(rel, glob) for glob in allowed):
         return None
     return (f"run later: {rel} is a {what}, executed by other tools after the change is "
