@@ -257,8 +257,8 @@ RUN_LATER_DIRS = {
     ".circleci": "CI definition (CircleCI)", ".gitlab": "CI definition (GitLab)",
     ".buildkite": "CI definition (Buildkite)", ".woodpecker": "CI definition (Woodpecker)",
     ".azure-pipelines": "CI definition (Azure Pipelines)", ".tekton": "CI definition (Tekton)",
-    ".husky": "hook configuration (husky git hooks)", ".githooks": "git hooks",
-    ".git-hooks": "git hooks", "hooks": None,     # git hooks only inside .git (below)
+    ".husky": "hook configuration (husky git hooks)", ".githooks": "git hook",
+    ".git-hooks": "git hook",
     ".devcontainer": "editor configuration (dev container commands)",
 }
 RUN_LATER_FILES = {
@@ -312,7 +312,7 @@ def run_later(rel: str, kind: str, allowed: tuple[str, ...] | list[str] = ()) ->
     elif any(fnmatch.fnmatchcase(name, pattern) for pattern, _ in RUN_LATER_PATTERNS):
         what = next(w for p, w in RUN_LATER_PATTERNS if fnmatch.fnmatchcase(name, p))
     else:   # in such a directory, or the directory itself (a link to one elsewhere)
-        what = next((RUN_LATER_DIRS[p] for p in parts if RUN_LATER_DIRS.get(p)), None)
+        what = next((RUN_LATER_DIRS[p] for p in parts if p in RUN_LATER_DIRS), None)
     if what is None or any(fnmatch.fnmatchcase(rel, glob) for glob in allowed):
         return None
     return (f"run later: {rel} is a {what}, executed by other tools after the change is "
