@@ -5,7 +5,7 @@ that falls inside a key would leave its head behind, and a head is not recognise
 any more. Numbers are made finite, since `Infinity` and `NaN` are not JSON.
 
 A key is found in any form it can leave in: whole, in part (every run of MIN_SECRET or more
-of its characters), split by whitespace or line breaks, base64-encoded (at any alignment,
+of its characters), split by whitespace, line breaks or invisible characters, base64-encoded (at any alignment,
 standard or URL-safe alphabet) and percent- or JSON-escaped. Finding it costs time linear in
 the text: the MIN_SECRET-character runs of every form of the key are indexed once
 (`Redactor`), and the text is sampled every STRIDE characters for a GRAM-character piece of
@@ -66,7 +66,7 @@ class Redactor:
     def __call__(self, text: str, marker: str = REDACTED) -> str:
         if not self.forms or len(text) < MIN_SECRET:
             return text
-        dense = "".join(text.split())       # a key split by blanks or line breaks, rejoined
+        dense = _dense(text)        # a key split by blanks or line breaks, rejoined
         spans = self._spans(dense)
         if not spans:
             return text
@@ -101,6 +101,17 @@ class Redactor:
         return spans
 
 
+# characters that show as nothing, taken out with the blanks: a key interleaved with them
+# reads as the key
+_INVISIBLE = "\u00ad\u180e\u200b\u200c\u200d\u2060\ufeff"
+_DROP = {ord(c): None for c in _INVISIBLE}
+
+
+def _dense(text: str) -> str:
+    """`text` without blanks, line breaks and invisible characters."""
+    return "".join(text.split()).translate(_DROP)
+
+
 def _agree(text: str, at: int, form: str, offset: int, most: int) -> int:
     """How many characters `text` and `form` agree on going forward from `at` and `offset`
     (`most` > 0) or backward from just before them (`most` < 0), at most |most|: found by
@@ -123,7 +134,7 @@ def _to_text(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """
     size = len(text)
     starts = list(range(0, size, _BLOCK))
-    kept = list(itertools.accumulate(len("".join(text[at:at + _BLOCK].split()))
+    kept = list(itertools.accumulate(len(_dense(text[at:at + _BLOCK]))
                                      for at in starts))    # characters kept up to each block
 
     def place(index: int) -> int:
@@ -131,7 +142,7 @@ def _to_text(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         left = index - (kept[block - 1] if block else 0)   # kept characters to pass over
         at = starts[block]
         while True:
-            if not text[at].isspace():
+            if not (text[at].isspace() or text[at] in _INVISIBLE):
                 if left == 0:
                     return at
                 left -= 1

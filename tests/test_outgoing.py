@@ -53,6 +53,7 @@ def echoes(secret: str) -> list[str]:
             secret[:35] + "\n" + secret[35:],                      # split across two lines
             " ".join(secret[i:i + 6] for i in range(0, len(secret), 6)),   # in groups of 6
             secret[:20] + "\r\n    " + secret[20:44] + "\n\t" + secret[44:],
+            "\u200b".join(secret),                                 # zero-width spaces
             base64.b64encode(f"user:{secret}".encode()).decode(),   # Basic authorization
             base64.urlsafe_b64encode(f"{secret}!".encode()).decode(),
             base64.b64encode(f"ab{secret}".encode()).decode(),
