@@ -288,6 +288,11 @@ RUN_LATER_FILES = {
                       "code on install)",
     "package.json": "build configuration (its scripts run on install and by npm)",
     "dockerfile": "build script (Docker)",
+    ".gitmodules": "submodule definition (CI and git fetch what it names)",
+    ".npmrc": "package manager configuration (where dependencies come from)",
+    ".yarnrc.yml": "package manager configuration (where dependencies come from)",
+    "procfile": "deploy definition", "netlify.toml": "deploy definition",
+    "vercel.json": "deploy definition",
 }
 RUN_LATER_PATTERNS = (("*.mk", "task runner (make include)"),
                       ("dockerfile.*", "build script (Docker)"))
@@ -304,7 +309,7 @@ def run_later(rel: str, kind: str, allowed: tuple[str, ...] | list[str] = ()) ->
     name = parts[-1]
     what = None
     if "/".join(parts[-2:]) in EDITOR_TASKS:
-        what = "editor task file"
+        what = "editor task file (the editor runs what it names)"
     elif ".git" in parts[:-1] and parts[parts.index(".git") + 1:][:1] == ["hooks"]:
         what = "git hook"
     elif name in RUN_LATER_FILES:
@@ -315,7 +320,7 @@ def run_later(rel: str, kind: str, allowed: tuple[str, ...] | list[str] = ()) ->
         what = next((RUN_LATER_DIRS[p] for p in parts if p in RUN_LATER_DIRS), None)
     if what is None or any(fnmatch.fnmatchcase(rel, glob) for glob in allowed):
         return None
-    return (f"run later: {rel} is a {what}, executed by other tools after the change is "
+    return (f"run later: {rel}: {what}, which other tools execute after the change is "
             "accepted; allow it with -allow-change")
 
 
