@@ -64,7 +64,7 @@ def render(record: dict[str, Any]) -> str | None:
         return f"{step} > asking model [messages={one(record.get('messages'))}]"
     if event == "response" and str(record.get("content") or "").strip():
         return "\n".join(f"{step} : {line}" for line in
-                         str(record["content"]).strip("\n").split("\n"))
+                         str(record["content"]).strip("\n").splitlines())
     if event == "tool_call":
         return (f"{step} | {one(record.get('name'))} "
                 f"[args={_compact(record.get('arguments', {}))}]")
