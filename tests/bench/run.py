@@ -565,8 +565,10 @@ def redaction_speed(mib: int = 1, repeats: int = 5) -> list[Figure]:
     (whole, split across lines, base64), and over the same size of nothing but the key."""
     from golem.outgoing import redact
     key = "sk-or-v1-" + "0b7e1c9a4f2d8365" * 4
-    source = "".join(open(os.path.join(ROOT, "golem", name), encoding="utf-8").read()
-                     for name in ("cli.py", "flags.py", "config.py"))
+    source = ""
+    for name in ("cli.py", "flags.py", "config.py"):
+        with open(os.path.join(ROOT, "golem", name), encoding="utf-8") as handle:
+            source += handle.read()
     echo = f"\n{key}\n{key[:30]}\n{key[30:]}\n" + base64.b64encode(key.encode()).decode()
     size = mib << 20
 
