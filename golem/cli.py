@@ -24,23 +24,23 @@ from golem.llm import KEYS, ProviderConfig, Secret, make_provider, provider_name
 AGENT_SETTINGS = ["provider", "model", "base-url", "steps", "tokens", "wall", "cost", "price",
                   "sandbox", "max-tokens", "retries", "window", "context", "color", "quiet",
                   "verbose", "keep-runs", "keep-size"]
-SETTINGS_OF = {"fix": AGENT_SETTINGS + ["test", "allow", "strict", "repeat", "env"],
+SETTINGS_OF = {"fix": AGENT_SETTINGS + ["test", "allow", "strict", "repeat", "env",
+                                      "allow-change"],
                "run": AGENT_SETTINGS + ["test", "allow", "env"],
                "ask": AGENT_SETTINGS,
                "verify": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose",
-                          "env"],
+                          "env", "allow-change"],
                "pick": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose",
-                        "env"]}
+                        "env", "allow-change"]}
 
 
 def settings_for(args: argparse.Namespace) -> config.Effective:
     """The command's settings: flag, environment, repository, user, default."""
     names = SETTINGS_OF[args.command]
     flags = {name: getattr(args, name.replace("-", "_"), None) for name in names}
-    if flags.get("allow") is not None:
-        flags["allow"] = [p for group in flags["allow"] for p in group]
-    if flags.get("env") is not None:
-        flags["env"] = [v for group in flags["env"] for v in group]
+    for name in ("allow", "allow-change", "env"):     # repeatable: one list of lists
+        if flags.get(name) is not None:
+            flags[name] = [p for group in flags[name] for p in group]
     workspace = args.dir if os.path.isdir(args.dir) else None
     replay = getattr(args, "replay", None)
     recorded: dict[str, str] = {}
@@ -165,18 +165,26 @@ def _options(args: argparse.Namespace, settings: config.Effective):
                              "never start it")
     budget = Budget(steps=values["steps"], tokens=values["tokens"], wall=values["wall"],
                     cost=values["cost"])
-    return Options(provider=provider_config(settings, args), dir=args.dir,
-                   test=values.get("test"), budget=budget, allow=values.get("allow", []),
-                   sandbox=values["sandbox"], trace=args.trace,
-                   patch=getattr(args, "patch", None), window=values["window"],
-                   context=values["context"], strict=values.get("strict", False),
-                   repeat=values.get("repeat", 0), env=_env(values))
+    options = Options(provider=provider_config(settings, args), dir=args.dir,
+                      test=values.get("test"), budget=budget, allow=values.get("allow", []),
+                      sandbox=values["sandbox"], trace=args.trace,
+                      patch=getattr(args, "patch", None), window=values["window"],
+                      context=values["context"], strict=values.get("strict", False),
+                      repeat=values.get("repeat", 0), env=_env(values))
+    return allowing_changes(options, values)
 
 
 def _env(values: dict) -> dict[str, str]:
     """-env's variables, the user's own looked up now."""
     from golem.values import environment
     return environment(values.get("env") or [], dict(os.environ))
+
+
+def allowing_changes(options, values: dict):
+    """`options` carrying -allow-change (flag or user config): the files other tools run
+    that the change may touch."""
+    options.allow_change = list(values.get("allow-change") or [])
+    return options
 
 
 def console_style(settings: config.Effective):
@@ -470,6 +478,7 @@ def _verify_command(args: argparse.Namespace) -> int:
     options = Options(provider=ProviderConfig(name="none", model=""), dir=args.dir,
                       test=values["test"], sandbox=values["sandbox"], trace=args.trace,
                       strict=values["strict"], repeat=values["repeat"], env=_env(values))
+    allowing_changes(options, values)
     style = console_style(settings)
     result_path = resolved(args.result)
     options.notes += [{"message": note} for note in settings.layers.notes]
@@ -492,6 +501,7 @@ def _pick_command(args: argparse.Namespace) -> int:
     options = Options(provider=ProviderConfig(name="none", model=""), dir=args.dir,
                       test=values["test"], sandbox=values["sandbox"], trace=args.trace,
                       strict=values["strict"], repeat=values["repeat"], env=_env(values))
+    allowing_changes(options, values)
     style = console_style(settings)
     options.notes += [{"message": note} for note in settings.layers.notes]
     with Trace(options.trace, sys.stderr, style=style) as trace:
@@ -535,7 +545,9 @@ def finish(args: argparse.Namespace, report: dict, line: str, secrets=(),
         github.publish(report, sys.stderr)      # annotations reach the log however stdout goes
     if result_path:
         _write_result(args, result_path, report)
-    print(verdict_line(printable(line), report.get("verdict"), sys.stdout, style))
+    # a verdict is one line, whatever test id or file name it quotes; an answer keeps its own
+    line = printable(line, newlines=args.command not in ("fix", "verify", "demo", "pick"))
+    print(verdict_line(line, report.get("verdict"), sys.stdout, style))
     if args.json:
         print(json.dumps(report, default=str, allow_nan=False))
     return code
@@ -576,6 +588,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def _unkeyed(text: str) -> str:
+    """`text` with every provider key of the environment blanked, in any form: the last
+    guard on a message that reaches stderr."""
+    from golem.outgoing import redact
+    keys = [os.environ.get(variable, "").strip() for variable, _ in KEYS.values()]
+    return redact(text, [k for k in keys if k])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run golem with `argv` (default: sys.argv[1:]) and return the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -601,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
                 from golem.workflow import runs
                 runs.release_all()      # the command's runs have ended, however it ended
     except (UsageError, Abort) as exc:
-        print(f"golem: {printable(str(exc), newlines=False)}", file=sys.stderr)
+        print(f"golem: {printable(_unkeyed(str(exc)), newlines=False)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)

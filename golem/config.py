@@ -26,8 +26,8 @@ from typing import Any, Callable
 
 from golem.errors import UsageError
 from golem.values import (budget_count, choice, command, dollars, duration,  # noqa: F401
-                          flag_bool, plain, positive, price, programs, provider_name, show,
-                          size, text, variables)
+                          flag_bool, globs, plain, positive, price, programs, provider_name,
+                          show, size, text, variables)
 
 DEFAULT_MODELS = {"openrouter": "anthropic/claude-sonnet-4.5", "openai": "gpt-4.1",
                   "anthropic": "claude-sonnet-4-5", "demo": "demo"}
@@ -78,6 +78,8 @@ SETTINGS = {s.name: s for s in (
     Setting("keep-size", size, 1024 ** 3, "bytes the kept runs may take (0: no limit)",
             repo=False),
     Setting("env", variables, [], "variables test runs and commands get (NAME=VALUE)"),
+    Setting("allow-change", globs, [], "files other tools run that a change may touch",
+            repo=False),
 )}
 SECRET_WORDS = ("key", "secret", "password", "passwd", "credential")
 

@@ -186,6 +186,10 @@ def _env_flag(parser: argparse.ArgumentParser) -> None:
 def _grading_flags(parser: argparse.ArgumentParser) -> None:
     _flag(parser, "strict", action="store_true", default=None,
           help="REJECTED when the scan of the diff finds anything suspicious")
+    _flag(parser, "allow-change", dest="allow_change", action="append", default=None,
+          metavar="GLOB[,GLOB]", type=_value(config.globs, "GLOB"),
+          help="files other tools run (CI, hooks, task runners, build scripts) that the "
+               "change may touch (repeatable; default none: such a change is REJECTED)")
     _setting(parser, "repeat", "N", "after grading, re-run each previously failing test N "
              "more times alone; a changed outcome is flaky and not VERIFIED")
 

@@ -131,6 +131,24 @@ def programs(value: Any) -> list[str]:
     return found
 
 
+def globs(value: Any) -> list[str]:
+    """Path patterns relative to the workspace (`*` also crosses `/`): a list, or one text
+    with commas (a flag may be given several times)."""
+    items = value if isinstance(value, list) else [value]
+    found = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"give path patterns, like .github/workflows/*.yml (got {item!r})")
+        for pattern in (p.strip() for p in item.split(",")):
+            if not pattern:
+                continue
+            if "\0" in pattern or pattern.startswith("/"):
+                raise ValueError(f"{pattern!r}: give a pattern relative to the workspace, "
+                                 "like .github/workflows/*.yml")
+            found.append(pattern[2:] if pattern.startswith("./") else pattern)
+    return found
+
+
 def flag_bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"give true or false (got {value!r})")

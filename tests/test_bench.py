@@ -47,6 +47,11 @@ class MeasurementsTest(unittest.TestCase):
         self.assertLess(text.index("- **a**: old."), text.index("- **b**: new."))
         self.assertTrue(text.endswith("End.\n"))
 
+    def test_redaction_speed(self):
+        for figure in bench.redaction_speed(mib=1, repeats=1):
+            self.check(figure)
+            self.assertIn("ms per MiB", figure.measured)
+
     def test_deadline_overshoot(self):
         figure = bench.deadline_overshoot(wall=0.3, repeats=1)
         self.check(figure)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from golem import cancel
 from golem.errors import OutOfTime, ProviderError
+from golem.outgoing import redact
 from golem.llm.transport import (Transport, TransportFailure, get, urllib_transport,
                                  where as _where)
 
@@ -137,7 +138,8 @@ def _judge(status: int, headers: dict[str, str], raw: bytes,
     it is cut to a snippet.
     """
     ctype = headers.get("content-type", "").split(";")[0].strip().lower()
-    text = raw.decode("utf-8", errors="replace")
+    # a byte-order mark is not part of the JSON text (RFC 8259 lets a reader ignore it)
+    text = raw.decode("utf-8-sig", errors="replace")
     data, parsed = _parse(text, ctype)
     ok = 200 <= status < 300
     if ok and parsed and not _has_error(data):
@@ -293,7 +295,8 @@ def _snippet(text: str, limit: int = _SNIPPET,
     text = _scrub(text, secrets)
     text = re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", text)
     text = re.sub(r"<[^>]*>", " ", text)
-    text = " ".join(text.split())
+    # once more: taking the markup out can join pieces of a key the page kept apart
+    text = _scrub(" ".join(text.split()), secrets)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
@@ -311,6 +314,6 @@ def _secrets(headers: dict[str, str]) -> list[str]:
 
 
 def _scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+    """`text` with the key blanked in any form (golem.outgoing.redact): whole, in part, split,
+    base64- or percent-encoded."""
+    return redact(text, secrets, "***")

@@ -202,6 +202,8 @@ def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
         value = json.loads(raw)
     except ValueError as err:
         return {}, f"arguments were not a JSON object: invalid JSON ({err})"
+    except RecursionError:
+        return {}, "arguments were nested too deeply to read; send a flat JSON object"
     if not isinstance(value, dict):
         return {}, f"arguments were not a JSON object: got {type(value).__name__}"
     return value, None

@@ -28,6 +28,7 @@ from golem import signals
 from golem.errors import Abort, UsageError
 from golem.llm.http import describe
 from golem.llm.transport import TransportFailure, get, where
+from golem.outgoing import redact
 
 __all__ = ["Probe", "Preflight", "Checked", "wait"]
 
@@ -91,6 +92,7 @@ class Preflight:
             result = Result("unsure", f"the preflight itself failed: {type(exc).__name__}")
         else:
             result = self._judge(status, headers, raw, secrets)
+        result.detail = redact(result.detail, secrets, "***")     # whatever produced it
         with self._lock:    # held, so that wait() cannot slip in before the abort is sent
             self.result = result
             self._done.set()

@@ -58,8 +58,29 @@ class Tool:
 _JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict, "boolean": bool}
 
 
+MAX_DEPTH = 32     # nesting of tool arguments; golem's tools take at most a list of strings
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when `value` nests lists and objects more than `limit` deep (found without
+    recursion, so no depth crashes it)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            if depth >= limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def _check_arguments(spec: ToolSpec, args: dict[str, Any]) -> str | None:
     """A reason the arguments do not fit the schema, or None."""
+    if not isinstance(args, dict):
+        return f"arguments must be a JSON object, not {type(args).__name__}"
+    if too_deep(args):
+        return f"arguments nested more than {MAX_DEPTH} levels deep; send a flat JSON object"
     props = spec.parameters.get("properties", {})
     for name in spec.parameters.get("required", []):
         if name not in args:
@@ -96,6 +117,10 @@ class Registry:
                               + ", ".join(self.tools), ok=False)
         problem = call.error or _check_arguments(tool.spec, call.arguments)
         if problem:
+            if not call.error:
+                # what the model is answered about is not echoed back to it whole: nested
+                # that deep, it could not be written into the next request
+                call.arguments, call.error = {}, problem
             return ToolResult(f"Error: {call.name}: {problem}", ok=False)
         try:
             text, ok = tool.run(self.context, **call.arguments), True

@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import Any, Iterable, TextIO
 
+from golem import encode
 from golem.errors import UsageError
 from golem.outgoing import REDACTED, clip, finite, redact, redact_value
 from golem.trace.console import Console, Style
@@ -28,8 +29,18 @@ def _now() -> str:
 
 
 def _compact(value: Any, limit: int = 160) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=repr, separators=(",", ":"))
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr, separators=(",", ":"))
+    except (RecursionError, ValueError, TypeError):
+        text = f"({type(value).__name__} nested too deeply to show)"
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except RecursionError:
+        return f"({type(value).__name__} nested too deeply to show)"
 
 
 def _number(value: Any) -> float:
@@ -40,56 +51,68 @@ def _number(value: Any) -> float:
 
 
 def render(record: dict[str, Any]) -> str | None:
-    """The console line for one event, or None for events a person need not see live."""
+    """The console lines for one event, or None for events a person need not see live.
+
+    Each value from the run is one line's worth (`golem.encode.line`): a tool name, a test
+    id or a message holding a line break cannot print a line of its own. Only the model's
+    text keeps its lines, each one marked as the model's.
+    """
     event = record.get("event")
-    step = record.get("step", "")
+    one = _one_line
+    step = one(record.get("step", ""))
     if event == "request":
-        return f"{step} > asking model [messages={record.get('messages')}]"
+        return f"{step} > asking model [messages={one(record.get('messages'))}]"
     if event == "response" and str(record.get("content") or "").strip():
         return "\n".join(f"{step} : {line}" for line in
                          str(record["content"]).strip("\n").splitlines())
     if event == "tool_call":
-        return f"{step} | {record.get('name')} [args={_compact(record.get('arguments', {}))}]"
+        return (f"{step} | {one(record.get('name'))} "
+                f"[args={_compact(record.get('arguments', {}))}]")
     if event == "tool_result" and record.get("error"):
         first = str(record.get("content", "")).splitlines()[:1]
-        return f"{step} ! {record.get('name')} [{_compact(first[0] if first else '', 120)}]"
+        return f"{step} ! {one(record.get('name'))} [{_compact(first[0] if first else '', 120)}]"
     if event == "retry":
         wait = _number(record.get("wait"))
-        return (f"  ~ provider retry [status={record.get('status')} wait={wait:.1f}s"
-                f" attempt={record.get('try', record.get('attempt'))}/"
-                f"{record.get('max_attempts')}"
+        return (f"  ~ provider retry [status={one(record.get('status'))} wait={wait:.1f}s"
+                f" attempt={one(record.get('try', record.get('attempt')))}/"
+                f"{one(record.get('max_attempts'))}"
                 f" error={_compact(record.get('error', ''), 80)}]")
     if event == "run_end":
         ms = round(1000 * _number(record.get("elapsed_s")))
         extra = f" error={_compact(record['error'], 200)}" if record.get("error") else ""
         tokens = record.get("tokens") if isinstance(record.get("tokens"), dict) else {}
-        cached = f" cached={tokens['cached']}" if tokens.get("cached") else ""
+        cached = f" cached={one(tokens['cached'])}" if tokens.get("cached") else ""
         cost = record.get("cost")
         cost_text = f" cost=${cost:.4f}" if isinstance(cost, (int, float)) else ""
-        return (f"* run finished [stop={record.get('stop')} steps={record.get('steps')} "
-                f"tool_calls={record.get('tool_calls')} tokens={record.get('tokens_total')}"
-                f"{cached}{cost_text} elapsed={ms}ms{extra}]")
+        return (f"* run finished [stop={one(record.get('stop'))} "
+                f"steps={one(record.get('steps'))} tool_calls={one(record.get('tool_calls'))} "
+                f"tokens={one(record.get('tokens_total'))}{cached}{cost_text} "
+                f"elapsed={ms}ms{extra}]")
     if event == "baseline":
-        return f". baseline [{record.get('summary')}]"
+        return f". baseline [{one(record.get('summary'))}]"
     if event == "suspicious" and isinstance(record.get("findings"), list):
-        return "\n".join(f". suspicious [{f.get('path')}:{f.get('line')} {f.get('kind')}: "
-                         f"{f.get('detail')}]" for f in record["findings"]
-                         if isinstance(f, dict)) or None
+        return "\n".join(f". suspicious [{one(f.get('path'))}:{one(f.get('line'))} "
+                         f"{one(f.get('kind'))}: {one(f.get('detail'))}]"
+                         for f in record["findings"] if isinstance(f, dict)) or None
     if event == "attempt":
-        return f". {record.get('summary')}"
+        return f". {one(record.get('summary'))}"
     if event == "verdict":
-        return f". verdict [summary={record.get('summary')}]"
+        return f". verdict [summary={one(record.get('summary'))}]"
     if event == "context_trimmed":
         fields = {k: v for k, v in record.items() if k not in ("event", "time", "step")}
         return f"{step} ~ context trimmed [{_compact(fields, 160)}]"
     if event == "note":
-        return f". {record.get('message')}"
+        return f". {one(record.get('message'))}"
     if event == "preflight":
         outcome = {"ok": "", "unsure": "; carrying on", "failed": "; stopping"}.get(
             str(record.get("outcome")), "")
-        return (f". preflight [GET {record.get('url')}: "
-                f"{clip(str(record.get('detail')), 160)}{outcome}]")
+        return (f". preflight [GET {one(record.get('url'))}: "
+                f"{clip(one(record.get('detail')), 160)}{outcome}]")
     return None
+
+
+def _one_line(value: Any) -> str:
+    return encode.line(value)
 
 
 def read_events(path: str) -> list[dict[str, Any]]:
@@ -104,6 +127,9 @@ def read_events(path: str) -> list[dict[str, Any]]:
                     record = json.loads(line)
                 except ValueError:
                     raise UsageError(f"{path}:{number}: not a JSON line") from None
+                except RecursionError:
+                    raise UsageError(f"{path}:{number}: nested too deeply to be a golem "
+                                     "event") from None
                 if isinstance(record, dict) and isinstance(record.get("event"), str):
                     events.append(record)
     except OSError as exc:
@@ -150,9 +176,9 @@ class Trace:
         if self._file is not None:
             try:
                 line = json.dumps(clean, ensure_ascii=False, default=repr)
-            except (TypeError, ValueError):   # e.g. a dict with tuple keys
+            except (TypeError, ValueError, RecursionError):   # tuple keys, deep nesting
                 line = json.dumps({"event": event, "time": record["time"],
-                                   "repr": redact(repr(fields), self.secrets)},
+                                   "repr": redact(_repr(fields), self.secrets)},
                                   ensure_ascii=False)
             self._file.write(redact(line, self.secrets) + "\n")
             self._file.flush()

@@ -187,7 +187,8 @@ class Console:
         if event == "verdict":
             # the verdict is the result on stdout, printed once, there; a replay shows it
             # where stdout had it, last
-            return [f"{record.get('summary')}\n"] if self.replay else []
+            return [f"{printable(str(record.get('summary')), newlines=False)}\n"] \
+                if self.replay else []
         if event == "diff":
             return self._diff(record)
         if event == "response":

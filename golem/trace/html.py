@@ -9,11 +9,11 @@ temporary file beside OUT and moved into place, so OUT is never half-written.
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import json
 import os
 from typing import Any, Callable, Iterable
 
+from golem import encode
 from golem.errors import UsageError
 from golem.outgoing import redact_value
 from golem.trace import read_events
@@ -48,8 +48,8 @@ summary{cursor:pointer}
 
 
 def e(value: Any) -> str:
-    """Escape anything for HTML text or an attribute value."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """Escape anything for HTML text or an attribute value (`golem.encode.html`)."""
+    return encode.html(value)
 
 
 def split_runs(events: list[Event]) -> list[list[Event]]:
@@ -349,8 +349,11 @@ def _timeline(run: list[Event]) -> str:
             if record["event"] != "tool_call":
                 continue
             result = results.get(record.get("id"))
-            args = json.dumps(record.get("arguments", {}), indent=1, ensure_ascii=False,
-                              default=repr)
+            try:
+                args = json.dumps(record.get("arguments", {}), indent=1, ensure_ascii=False,
+                                  default=repr)
+            except (RecursionError, ValueError, TypeError):
+                args = "(arguments nested too deeply to show)"
             body.append(f"<h3>{e(record.get('name'))}</h3><pre>{e(args)}</pre>")
             if result is not None:
                 text = str(result.get("content", ""))

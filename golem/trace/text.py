@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 
-# C0 controls but newline and tab, DEL, C1 controls, bidirectional embeddings, overrides and
-# isolates, and lone surrogates (bytes that were not UTF-8, kept by surrogateescape)
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+# C0 controls but newline and tab, DEL, C1 controls, the line and paragraph separators,
+# bidirectional embeddings, overrides and isolates, and lone surrogates (bytes that were not
+# UTF-8, kept by surrogateescape)
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e"
                      "\u2066-\u2069\ud800-\udfff]")
 
 

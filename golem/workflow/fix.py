@@ -103,7 +103,8 @@ def facts_for(setup: Setup, baseline, snap: Snapshot, changes, trees_changed,
     before = set(snap.entries)
     interp = baseline.plan.interpreter
     facts = Facts(test_argv=setup.command.argv, test_files=baseline.test_files, before=before,
-                  trees_changed=trees_changed)
+                  trees_changed=trees_changed,
+                  allow_change=tuple(setup.options.allow_change))
     if interp is not None and interp.names:
         facts.outside_names = interp.names
         facts.suffixes = interp.suffixes

@@ -38,6 +38,7 @@ class Options:
     undo_hint: bool = True          # say how to undo the run (not for a copy about to go)
     notes: list[dict] = field(default_factory=list)     # said after the test command
     env: dict[str, str] = field(default_factory=dict)   # -env: variables the project needs
+    allow_change: list[str] = field(default_factory=list)   # -allow-change: files run later
 
     command_timeout: float = 600.0
     suite_timeout: float = 1800.0

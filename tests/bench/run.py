@@ -8,6 +8,7 @@ small. Standard library only; nothing leaves the machine (the model is a loopbac
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import os
@@ -693,6 +694,38 @@ def evidence_cost(methods: int = 10_000, tests: int = 50_000, repeats: int = 3) 
     return figures
 
 
+# -- redaction --------------------------------------------------------------------------------
+
+def redaction_speed(mib: int = 1, repeats: int = 5) -> list[Figure]:
+    """golem.outgoing.redact over `mib` MiB of golem's own source with the key echoed in it
+    (whole, split across lines, base64), and over the same size of nothing but the key."""
+    from golem.outgoing import redact
+    key = "sk-or-v1-" + "0b7e1c9a4f2d8365" * 4
+    source = ""
+    for name in ("cli.py", "flags.py", "config.py"):
+        with open(os.path.join(ROOT, "golem", name), encoding="utf-8") as handle:
+            source += handle.read()
+    echo = f"\n{key}\n{key[:30]}\n{key[30:]}\n" + base64.b64encode(key.encode()).decode()
+    size = mib << 20
+
+    def text_of(unit: str) -> str:
+        return (unit * (size // len(unit) + 1))[:size]
+    ordinary, keys = text_of(source + echo), text_of(key + " ")
+    double = text_of(source + echo) * 2
+    one = _median_time(lambda: redact(ordinary, [key]), repeats)
+    two = _median_time(lambda: redact(double, [key]), repeats)
+    worst = _median_time(lambda: redact(keys, [key]), repeats)
+    per_mib = one / mib * 1000
+    return [Figure("redaction, ordinary text", f"{per_mib:.0f} ms per MiB",
+                   "under 150 ms per MiB", per_mib < 150,
+                   f"`golem.outgoing.redact` on {mib} MiB of golem's source with the key in it "
+                   "whole, split across lines and base64-encoded, median of "
+                   f"{repeats}; twice the text took {two / one:.1f}x as long"),
+            Figure("redaction, the key repeated", f"{worst / mib * 1000:.0f} ms per MiB",
+                   "linear: under 1 s per MiB", worst / mib < 1.0,
+                   "the worst case: nothing but the key, every character of it blanked")]
+
+
 # -- the report -------------------------------------------------------------------------------
 
 def machine() -> str:
@@ -749,7 +782,7 @@ def update(text: str, figures: list[Figure]) -> str:
 
 MEASURES = ("startup", "loop_overhead", "fix_overhead", "attempts_overhead",
             "attempts_model_bound", "deadline_overshoot", "context_economy", "search_speed",
-            "peak_memory", "snapshot_sharing", "evidence_cost")
+            "peak_memory", "snapshot_sharing", "evidence_cost", "redaction_speed")
 
 
 def main(argv: list[str] | None = None) -> int:

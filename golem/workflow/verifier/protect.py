@@ -91,6 +91,7 @@ class Facts:
     doctests: dict[str, str] = field(default_factory=dict)
 
     named_data: dict[str, str] = field(default_factory=dict)  # named by a test: file -> test
+    allow_change: tuple[str, ...] = ()      # -allow-change: files run later that may change
 
     def read_by_tests(self, reads: dict[str, set[str]]) -> None:
         """Take as test data every file the baseline's tests (or their helpers and fixtures)
@@ -322,10 +323,85 @@ def protected_changes(changes: Changes, facts: Facts) -> list[tuple[str, str]]:
     for kind, paths in (("added", changes.added), ("modified", changes.modified),
                         ("removed", changes.removed)):
         for rel in paths:
-            why = reason(rel, kind, facts)
+            why = reason(rel, kind, facts) or run_later(rel, kind, facts.allow_change)
             if why:
                 found.append((rel, why))
     return sorted(found)
+
+
+# Files other tools execute later, with the authority of whoever runs them: CI (with its
+# tokens and secrets), git hooks, task runners and build scripts, editor tasks. A change to
+# one passes no test and fails none, so the verdict alone would never show it.
+RUN_LATER_DIRS = {
+    ".github": "CI definition (GitHub Actions workflows and actions)",
+    ".circleci": "CI definition (CircleCI)", ".gitlab": "CI definition (GitLab)",
+    ".buildkite": "CI definition (Buildkite)", ".woodpecker": "CI definition (Woodpecker)",
+    ".azure-pipelines": "CI definition (Azure Pipelines)", ".tekton": "CI definition (Tekton)",
+    ".husky": "hook configuration (husky git hooks)", ".githooks": "git hook",
+    ".git-hooks": "git hook",
+    ".devcontainer": "editor configuration (dev container commands)",
+}
+RUN_LATER_FILES = {
+    ".gitlab-ci.yml": "CI definition (GitLab)", ".travis.yml": "CI definition (Travis)",
+    "azure-pipelines.yml": "CI definition (Azure Pipelines)",
+    "azure-pipelines.yaml": "CI definition (Azure Pipelines)",
+    "jenkinsfile": "CI definition (Jenkins)", "appveyor.yml": "CI definition (AppVeyor)",
+    ".appveyor.yml": "CI definition (AppVeyor)",
+    "bitbucket-pipelines.yml": "CI definition (Bitbucket)", ".drone.yml": "CI definition (Drone)",
+    ".cirrus.yml": "CI definition (Cirrus)", "cloudbuild.yaml": "CI definition (Cloud Build)",
+    "cloudbuild.yml": "CI definition (Cloud Build)", "codefresh.yml": "CI definition",
+    "buildspec.yml": "CI definition (AWS CodeBuild)", ".semaphore.yml": "CI definition",
+    ".pre-commit-config.yaml": "hook configuration (pre-commit)",
+    ".pre-commit-config.yml": "hook configuration (pre-commit)",
+    ".pre-commit-hooks.yaml": "hook configuration (pre-commit)",
+    "lefthook.yml": "hook configuration (lefthook)", ".lefthook.yml": "hook configuration",
+    "lefthook.yaml": "hook configuration (lefthook)", ".huskyrc": "hook configuration",
+    ".lintstagedrc": "hook configuration (lint-staged)", ".envrc": "shell hook (direnv)",
+    "makefile": "task runner (make)", "gnumakefile": "task runner (make)",
+    "justfile": "task runner (just)", "taskfile.yml": "task runner (task)",
+    "taskfile.yaml": "task runner (task)", "rakefile": "task runner (rake)",
+    "tox.ini": "task runner (tox)", "noxfile.py": "task runner (nox)",
+    "setup.py": "build script (setup.py)", "build.gradle": "build script (Gradle)",
+    "build.gradle.kts": "build script (Gradle)", "build.rs": "build script (Cargo)",
+    "cmakelists.txt": "build script (CMake)", "meson.build": "build script (Meson)",
+    "pyproject.toml": "build configuration (its build-system and entry-point tables run "
+                      "code on install)",
+    "package.json": "build configuration (its scripts run on install and by npm)",
+    "dockerfile": "build script (Docker)",
+    ".gitmodules": "submodule definition (CI and git fetch what it names)",
+    ".npmrc": "package manager configuration (where dependencies come from)",
+    ".yarnrc.yml": "package manager configuration (where dependencies come from)",
+    "procfile": "deploy definition", "netlify.toml": "deploy definition",
+    "vercel.json": "deploy definition",
+}
+RUN_LATER_PATTERNS = (("*.mk", "task runner (make include)"),
+                      ("dockerfile.*", "build script (Docker)"))
+EDITOR_TASKS = {".vscode/tasks.json", ".vscode/launch.json", ".vscode/settings.json",
+                ".idea/workspace.xml", ".theia/tasks.json"}
+
+
+def run_later(rel: str, kind: str, allowed: tuple[str, ...] | list[str] = ()) -> str | None:
+    """Why an added or modified `rel` is a file another tool runs later (and so protected),
+    or None: it is not one, it was removed, or `allowed` (-allow-change) names it."""
+    if kind == "removed":
+        return None
+    parts = _lower_parts(rel)
+    name = parts[-1]
+    what = None
+    if "/".join(parts[-2:]) in EDITOR_TASKS:
+        what = "editor task file (the editor runs what it names)"
+    elif ".git" in parts[:-1] and parts[parts.index(".git") + 1:][:1] == ["hooks"]:
+        what = "git hook"
+    elif name in RUN_LATER_FILES:
+        what = RUN_LATER_FILES[name]
+    elif any(fnmatch.fnmatchcase(name, pattern) for pattern, _ in RUN_LATER_PATTERNS):
+        what = next(w for p, w in RUN_LATER_PATTERNS if fnmatch.fnmatchcase(name, p))
+    else:   # in such a directory, or the directory itself (a link to one elsewhere)
+        what = next((RUN_LATER_DIRS[p] for p in parts if p in RUN_LATER_DIRS), None)
+    if what is None or any(fnmatch.fnmatchcase(rel, glob) for glob in allowed):
+        return None
+    return (f"run later: {rel}: {what}, which other tools execute after the change is "
+            "accepted; allow it with -allow-change")
 
 
 def new_tests(changes: Changes, facts: Facts | None = None) -> list[str]:

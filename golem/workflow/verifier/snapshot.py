@@ -37,7 +37,9 @@ CACHE_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_ca
 # not in a dependency tree's manifest: bytecode is read only from golem's own cache (the
 # pycache prefix), never from __pycache__ directories
 MANIFEST_SKIP = frozenset({"__pycache__"})
-GIT_STATE = ("HEAD", "packed-refs", "refs")
+# what of .git decides what git resolves, and what it runs later (hooks, and commands the
+# configuration names: core.hooksPath, core.fsmonitor, filter and diff drivers)
+GIT_STATE = ("HEAD", "packed-refs", "refs", "config", "hooks", "info")
 MAX_COPY = 32 * 1024 * 1024     # larger files are fingerprinted by metadata, not copied
 _CHUNK = 1 << 20
 
@@ -279,6 +281,8 @@ def _git_state(root: str) -> dict[str, str]:
                         if item.kind == "file":
                             found[f".git/{name}/{item.rel}"] = _small_hash(item.dir_fd,
                                                                            item.name)
+                        elif item.kind == "link":     # a hook may be a link too
+                            found[f".git/{name}/{item.rel}"] = "link"
                 finally:
                     os.close(sub)
             for label, dir_fd, _ in items:
