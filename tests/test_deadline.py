@@ -77,7 +77,7 @@ class WholeRun(GolemCase):
     # -wall starts at 2 s and doubles while the model call was never reached: on a loaded
     # machine the set-up and the baseline can spend the agent's whole share of a short wall,
     # and then "ran out before model call 1" is the right answer to another question
-    WALLS = (2, 4, 8, 16)
+    WALLS = (2, 4, 8, 16, 32, 64)
 
     def fix_against(self, name: str, mode: str):
         env = {"OPENROUTER_API_KEY": KEY, "ANTHROPIC_API_KEY": KEY}
@@ -85,7 +85,8 @@ class WholeRun(GolemCase):
         for wall in self.WALLS:
             repo = make_repo(self.tmp, name=f"repo-{name}-{mode}-{wall}")
             self.trace = os.path.join(self.tmp, f"trace-{wall}.jsonl")
-            with SlowServer(mode) as server:
+            # the server trickles for longer than any wall, so only golem can end the call
+            with SlowServer(mode, limit=wall + 30.0) as server:
                 base = server.root if name == "anthropic" else server.url
                 code, out, err = run_cli(
                     ["fix", "-dir", repo, "-test", TEST_CMD, "-provider", name,
@@ -140,12 +141,12 @@ class _Base:
 
 class RetryWaits(GolemCase):
     def test_a_retry_wait_that_would_pass_the_wall_is_not_started(self):
-        # -wall doubles while the first model call was never reached, as in WholeRun; every
-        # wall tried stays below the 30 s the server asks to wait
-        for wall in (3, 6, 12, 24):
+        # -wall doubles while the first model call was never reached, as in WholeRun; the
+        # server asks to wait longer than any wall tried
+        for wall in (3, 6, 12, 24, 48):
             repo = make_repo(self.tmp, name=f"repo-{wall}")
             server = self.serve([Reply({"error": {"message": "busy"}}, 429,
-                                       headers={"Retry-After": "30"}), chat("late")])
+                                       headers={"Retry-After": "50"}), chat("late")])
             code, out, err = run_cli(
                 ["fix", "-dir", repo, "-test", TEST_CMD, "-provider", "openai",
                  "-base-url", server.url, "-sandbox", "none", "-trace", self.trace, "-json",
@@ -154,7 +155,7 @@ class RetryWaits(GolemCase):
             if server.requests:
                 break
         self.assertEqual((code, report.get("stop")), (1, "wall"), err)
-        self.assertIn("waiting 30.0s to retry would pass the deadline", report["error"])
+        self.assertIn("waiting 50.0s to retry would pass the deadline", report["error"])
         self.assertEqual(len(server.requests), 1)
 
 
