@@ -33,6 +33,12 @@ ask-demo:
 bench:
 	$(PYTHON) -m tests.bench.run
 
+# golem on pinned sdists of real projects (needs the network for pip; not part of `make test`):
+# fix honest/partial/cheating, fix -attempts 3, verify -base and pick against pytest's own
+# counts; writes its table into docs/benchmarks.md and exits 1 when a verdict or count is wrong
+realworld:
+	$(PYTHON) -m tests.realworld.run
+
 # one file that runs golem anywhere Python 3.11+ does: python3 golem.pyz --help
 # (only golem/ goes in, without caches, started by golem/__main__.py so the exit code
 # carries; written beside $(PYZ) and moved into place)
