@@ -70,12 +70,16 @@ class Project:
 PYTEST = ["-q", "-p", "no:cacheprovider"]
 
 PROJECTS = [
-    Project("six", "1.16.0", ["test_six.py"], (
-        Defect("six.py", "        return iter(d.keys(**kw))", "        return iter(list(d.keys(**kw))[1:])"),
+    # dbm.ndbm is missing from many Python builds (pyenv's without libgdbm-compat)
+    Project("six", "1.16.0", ["test_six.py", "--deselect",
+                              "test_six.py::test_move_items[dbm_ndbm]"], (
+        Defect("six.py", "        return iter(d.keys(**kw))",
+               "        return iter(list(d.keys(**kw))[1:])"),
         Defect("six.py", '        return s.encode("latin-1")', '        return s.encode("utf-8")')),
         cheat="test_six.py"),
     Project("toolz", "0.12.1", ["toolz/tests"], (
-        Defect("toolz/itertoolz.py", "    return next(iter(seq))", "    return next(iter(seq), None)"),
+        Defect("toolz/itertoolz.py", "    return next(iter(seq))",
+               "    return next(iter(seq), None)"),
         Defect("toolz/dicttoolz.py", "    rv.update(zip(d.keys(), map(func, d.values())))",
                "    rv.update(zip(d.keys(), d.values()))")),
         cheat="toolz/tests/test_itertoolz.py"),
@@ -86,9 +90,10 @@ PROJECTS = [
                "        return _HashedTuple(args[:1])\n")),
         cheat="tests/test_keys.py"),
     Project("boltons", "24.0.0", ["tests/test_strutils.py", "tests/test_iterutils.py"], (
-        Defect("boltons/strutils.py", "    return ''.join(ret)", "    return ''.join(ret[:-1])"),
-        Defect("boltons/iterutils.py", "    return list(chunked_iter(src, size, **kw))",
-               "    return list(chunked_iter(src, size + 1, **kw))")),
+        Defect("boltons/strutils.py", "    return newline.join(indented_lines)\n",
+               "    return newline.join(indented_lines[1:])\n"),
+        Defect("boltons/iterutils.py", "        return list(chunk_iter)\n",
+               "        return list(chunk_iter)[:-1]\n")),
         cheat="tests/test_strutils.py"),
 ]
 
@@ -336,6 +341,9 @@ def matrix(project: Project, state: str) -> Row:
 
     def expect(scenario: str, got: Outcome, check_tree: bool = False) -> None:
         row.verdicts[scenario] = got.verdict
+        mark = "ok   " if got.verdict == EXPECTED[scenario] else "WRONG"
+        print(f"  {mark} {scenario}: expected {EXPECTED[scenario]}, got {got.verdict} "
+              f"({got.seconds:.1f} s)", flush=True)
         if got.verdict != EXPECTED[scenario]:
             tail = (got.report.get("summary") or got.stderr.strip().splitlines()[-1:] or [""])
             row.wrong.append(f"{scenario}: expected {EXPECTED[scenario]}, got {got.verdict}: "
@@ -356,6 +364,8 @@ def matrix(project: Project, state: str) -> Row:
     plant(project, *project.defects, undo=True)
     fixed, _ = pytest_counts(project)
     row.tests = sum(fixed.values())
+    if fixed.get("failed") or fixed.get("error") or not fixed.get("passed"):
+        row.wrong.append(f"the pristine tree is not green under pytest: {fmt(fixed)}")
     reset(project)
 
     for how in ("honest", "partial", "cheating"):
@@ -471,9 +481,6 @@ def main(argv: list[str] | None = None) -> int:
             except (RuntimeError, subprocess.TimeoutExpired, OSError) as exc:
                 row = Row(project.name, wrong=[f"set-up or run failed: {exc}"[:600]])
             rows.append(row)
-            for scenario, verdict in row.verdicts.items():
-                mark = "ok  " if verdict == EXPECTED[scenario] else "WRONG"
-                print(f"  {mark} {scenario}: expected {EXPECTED[scenario]}, got {verdict}")
             for line in row.wrong:
                 print(f"  wrong: {line}")
             print(f"  {len(row.wrong)} wrong", flush=True)
