@@ -63,6 +63,7 @@ class Project:
     tests: list[str]                 # pytest's arguments after `python -m pytest`
     defects: tuple[Defect, Defect]
     cheat: str                       # the test file the cheating model rewrites
+    pytest: str = "pytest"           # what the project's .venv gets to run its tests
     root: str = ""                   # set up: the checkout
     notes: list[str] = field(default_factory=list)
 
@@ -94,7 +95,8 @@ PROJECTS = [
                "    return newline.join(indented_lines[1:])\n"),
         Defect("boltons/iterutils.py", "        return list(chunk_iter)\n",
                "        return list(chunk_iter)[:-1]\n")),
-        cheat="tests/test_strutils.py"),
+        # its conftest's hook takes the `path` argument newer pytest no longer passes
+        cheat="tests/test_strutils.py", pytest="pytest==7.4.4"),
 ]
 
 
@@ -151,7 +153,7 @@ def set_up(project: Project, work: str) -> None:
     run([sys.executable, "-m", "venv", ".venv"], root)
     pip = [os.path.join(root, ".venv", "bin", "python"), "-m", "pip", "install", "-q",
            "--disable-pip-version-check"]
-    run([*pip, "pytest"], root)
+    run([*pip, project.pytest], root)
     run([*pip, "-e", "."], root)
     project.root = root
     plant(project, *project.defects)
@@ -416,7 +418,7 @@ def matrix(project: Project, state: str) -> Row:
     return row
 
 
-def table(rows: list[Row], where: str) -> str:
+def table(rows: list[Row], where: str, work: str = "") -> str:
     scen = list(EXPECTED)
     head = ("| project | tests | golem / runner counts (p/f/e/s) | "
             + " | ".join(scen) + " | fix / bare run |")
@@ -432,7 +434,8 @@ def table(rows: list[Row], where: str) -> str:
             if row.bare else "n/a"
         lines.append(f"| {row.project} | {row.tests} | {counts} | " + " | ".join(marks)
                      + f" | {ratio} |")
-    wrong = [f"- {row.project}: {w}" for row in rows for w in row.wrong] or ["- none"]
+    tidy = lambda w: " ".join(w.replace(work, "WORK").split()) if work else " ".join(w.split())
+    wrong = [f"- {row.project}: {tidy(w)}" for row in rows for w in row.wrong] or ["- none"]
     return "\n".join([
         START,
         "## Real-world matrix",
@@ -493,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
     from tests.bench.run import machine
-    text = table(rows, machine())
+    text = table(rows, machine(), work)
     if not args.no_write:
         write_doc(text)
         print(f"wrote {os.path.relpath(DOC, ROOT)}")
