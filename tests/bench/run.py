@@ -780,6 +780,19 @@ def update(text: str, figures: list[Figure]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def keep_sections(text: str, old: str) -> str:
+    """`text` with the sections other tools write into the page (between `<!-- NAME:start -->`
+    and `<!-- NAME:end -->`) carried over from `old`, in their order there."""
+    import re
+    blocks = [m.group(0) for m in re.finditer(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->\n?",
+                                               old, re.S)]
+    for block in blocks:
+        name = re.match(r"<!-- ([\w-]+):start", block).group(1)
+        if f"<!-- {name}:start -->" not in text:
+            text = text.rstrip("\n") + "\n\n" + block.rstrip("\n") + "\n"
+    return text
+
+
 MEASURES = ("startup", "loop_overhead", "fix_overhead", "attempts_overhead",
             "attempts_model_bound", "deadline_overshoot", "context_economy", "search_speed",
             "peak_memory", "snapshot_sharing", "evidence_cost", "redaction_speed")
@@ -809,6 +822,9 @@ def main(argv: list[str] | None = None) -> int:
             text = update(handle.read(), figures)
     else:
         text = report(figures, machine())
+        if os.path.exists(out):
+            with open(out, encoding="utf-8") as handle:
+                text = keep_sections(text, handle.read())
     with open(out, "w", encoding="utf-8") as handle:
         handle.write(text)
     print(f"wrote {os.path.relpath(out, ROOT)}")
