@@ -42,6 +42,7 @@ from tests.provider_server import chat
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
 START, END = "<!-- realworld:start -->", "<!-- realworld:end -->"
+ATTEMPT_MODELS = "cheating,partial,honest"     # attempt K is the K-th, whatever its seed
 KEY = "sk-realworld-0123456789abcdef0123"
 CACHE = os.environ.get("GOLEM_REALWORLD_CACHE") or os.path.join(
     os.path.expanduser("~"), ".cache", "golem-realworld")
@@ -215,7 +216,8 @@ def turns_for(project: Project, how: str) -> list[dict]:
 
 class ScriptServer:
     """A loopback OpenAI-compatible server; each request gets the reply its conversation is
-    at, from the script the request's seed (the attempt number) names, else `default`."""
+    at, from the script the request's model names (`-models cheating,partial,honest` gives
+    attempt K the K-th), else `default`. Seeds are golem's own, fresh for every run."""
 
     def __init__(self, scripts: dict, default: str):
         self.scripts, self.default = scripts, default
@@ -232,9 +234,7 @@ class ScriptServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                seed = body.get("seed")
-                order = ["cheating", "partial", "honest"]
-                how = order[(seed - 1) % 3] if isinstance(seed, int) and seed > 0 else default_
+                how = body.get("model") if body.get("model") in scripts_ else default_
                 done = sum(1 for m in body["messages"] if m.get("role") == "assistant")
                 turns = scripts_[how]
                 raw = json.dumps(turns[min(done, len(turns) - 1)]).encode()
@@ -294,7 +294,8 @@ def golem(project: Project, state: str, *args: str, server: ScriptServer | None 
     argv = [sys.executable, "-m", "golem", *args, "-dir", project.root,
             "-test", test_command(project), "-trace", trace, "-json"]
     if server is not None:
-        argv += ["-provider", "openai", "-model", "scripted", "-base-url", server.url]
+        argv += ["-provider", "openai", "-base-url", server.url]
+        argv += [] if "-models" in args else ["-model", "scripted"]
     started = time.monotonic()
     done = run(argv, project.root, env, check=False)
     took = time.monotonic() - started
@@ -381,7 +382,8 @@ def matrix(project: Project, state: str) -> Row:
         reset(project)
 
     with ScriptServer(scripts, "honest") as server:
-        got = golem(project, state, "fix", "-attempts", "3", server=server, name="attempts")
+        got = golem(project, state, "fix", "-attempts", "3", "-models", ATTEMPT_MODELS,
+                    server=server, name="attempts")
     expect("fix -attempts 3", got, check_tree=True)
     reset(project)
 
@@ -397,8 +399,8 @@ def matrix(project: Project, state: str) -> Row:
     for k in (1, 2, 3):
         patch = os.path.join(state, f"{project.name}-attempt-{k}.patch")
         with ScriptServer(scripts, "honest") as server:
-            got = golem(project, state, "fix", "-attempt", f"{k}/3", "-patch", patch,
-                        server=server, name=f"attempt-{k}")
+            got = golem(project, state, "fix", "-attempt", f"{k}/3", "-models", ATTEMPT_MODELS,
+                        "-patch", patch, server=server, name=f"attempt-{k}")
         if got.report:
             if got.report.get("verdict") == "REJECTED":
                 # a forged result: the cheat's whole change, test edit included, as VERIFIED
