@@ -278,7 +278,7 @@ def _agent_command(args: argparse.Namespace, undo_hint: bool = True) -> int:
     runs.record_result(report.get("run_id"), verdict=report.get("verdict"),
                        stop=report.get("stop"), cost=report.get("cost"))
     if args.command != "ask":
-        return finish(args, report, line, secrets, result_path, style)
+        return finish(args, report, line, secrets, result_path, style, trace.diff)
     tokens = report["tokens"]
     if not style.quiet:
         print(f"cost: {report['steps']} model call(s), {report['tool_calls']} tool call(s), "
@@ -529,7 +529,7 @@ def _write_result(args: argparse.Namespace, path: str, report: dict) -> None:
 
 
 def finish(args: argparse.Namespace, report: dict, line: str, secrets=(),
-           result_path: str | None = None, style=None) -> int:
+           result_path: str | None = None, style=None, diff: str | None = None) -> int:
     """Print the result line (and the JSON object), publish to CI, return the exit code."""
     from golem.outgoing import redact
     from golem.trace.console import verdict_line
@@ -542,7 +542,8 @@ def finish(args: argparse.Namespace, report: dict, line: str, secrets=(),
     report = _outgoing(report, secrets)
     line = redact(line, secrets)
     if args.command in ("fix", "verify", "demo", "pick"):
-        github.publish(report, sys.stderr)      # annotations reach the log however stdout goes
+        diff = redact(diff, secrets) if diff else None
+        github.publish(report, sys.stderr, diff)    # annotations reach the log however stdout goes
     if result_path:
         _write_result(args, result_path, report)
     # a verdict is one line, whatever test id or file name it quotes; an answer keeps its own
@@ -621,7 +622,11 @@ def main(argv: list[str] | None = None) -> int:
                 from golem.workflow import runs
                 runs.release_all()      # the command's runs have ended, however it ended
     except (UsageError, Abort) as exc:
-        print(f"golem: {printable(_unkeyed(str(exc)), newlines=False)}", file=sys.stderr)
+        message = printable(_unkeyed(str(exc)), newlines=False)
+        print(f"golem: {message}", file=sys.stderr)
+        if args.command in ("fix", "verify", "pick", "run", "ask", "demo"):
+            from golem.workflow import github
+            github.publish_error(args.command, message, sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)

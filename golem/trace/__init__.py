@@ -132,6 +132,10 @@ def read_events(path: str) -> list[dict[str, Any]]:
                                      "event") from None
                 if isinstance(record, dict) and isinstance(record.get("event"), str):
                     events.append(record)
+    except FileNotFoundError:
+        raise UsageError(f"no trace at {path}: the run wrote none (a run that stops before "
+                         "it starts, on a missing key or a bad flag, writes no trace; its "
+                         "own error says why)") from None
     except OSError as exc:
         raise UsageError(f"cannot read trace {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -150,6 +154,7 @@ class Trace:
         self.console = console
         self.secrets = [s for s in secrets if s]
         self.end: dict[str, Any] | None = None     # the last run_end event, as written
+        self.diff: str | None = None                # the run's diff text, as written
         self._console = Console(console, style) if console is not None else None
         self._lock = threading.RLock()              # attempts emit from threads of their own
         # backslashreplace: a lone surrogate from a model reply must not crash the run
@@ -173,6 +178,8 @@ class Trace:
     def _write(self, event: str, record: dict, clean: dict, fields: dict) -> None:
         if event == "run_end" and "attempt" not in clean:
             self.end = clean
+        if event == "diff" and "attempt" not in clean:
+            self.diff = redact(str(clean.get("text") or ""), self.secrets)
         if self._file is not None:
             try:
                 line = json.dumps(clean, ensure_ascii=False, default=repr)
