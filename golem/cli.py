@@ -559,6 +559,11 @@ def _help_command(args: argparse.Namespace) -> int:
     if not args.topic:
         parser.print_help()
         return 0
+    if args.topic == "cli":     # the reference, as the package carries it
+        from importlib import resources
+        sys.stdout.write(resources.files("golem").joinpath("docs").joinpath("cli.md")
+                         .read_text(encoding="utf-8"))
+        return 0
     if args.topic not in COMMANDS:
         close = difflib.get_close_matches(args.topic, list(COMMANDS), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
