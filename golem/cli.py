@@ -216,7 +216,8 @@ def _agent_command(args: argparse.Namespace, undo_hint: bool = True) -> int:
         print(f"question: {' '.join(args.question)}", file=sys.stderr)
     checked = provider = None
     try:
-        with Trace(options.trace, sys.stderr, secrets, style=style) as trace:
+        with Trace(options.trace, sys.stderr, secrets, style=style,
+                   clock=(options.budget.started, options.budget.wall)) as trace:
             options.notes += [{"message": note} for note in settings.layers.notes]
             config_.on_retry = lambda info: trace.emit("retry", **info)
             config_.on_event = lambda kind, info: trace.emit(kind, **info)

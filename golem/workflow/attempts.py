@@ -370,9 +370,11 @@ def fix_attempts(options: Options, specs: list[Spec], trace: Trace, secrets: lis
     with Setup(options, trace) as setup:
         root = setup.workspace.root
         patch_path = resolved(options.patch)
+        trace.emit("phase", name="baseline")
         baseline = run_baseline(setup.verifier, setup.command, root,
                                 cache=lambda interp: runs.cache_for(interp, root))
         setup.keep(baseline.phase)
+        trace.emit("phase", name="preflight")
         for spec in specs:
             preflight_wait(spec.provider, options.budget.deadline)
         report = base_report(setup, baseline.result)
@@ -381,6 +383,7 @@ def fix_attempts(options: Options, specs: list[Spec], trace: Trace, secrets: lis
             summary = "ALREADY_GREEN: the suite passes before any change; no model was called"
             trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
+        trace.emit("phase", name="snapshot")
         run_id, run_dir = runs.new_run(root)
         snap = Snapshot.take(root, run_dir)
         runs.record_root(run_dir, snap.root_id)

@@ -130,6 +130,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         baseline = run_baseline(setup.verifier, setup.command, root,
                                 cache=lambda interp: runs.cache_for(interp, root))
         setup.keep(baseline.phase)
+        trace.emit("phase", name="preflight")
         preflight.wait(provider, options.budget.deadline)   # a rejected key: exit 2, now
         before = baseline.result
         report = base_report(setup, before)
@@ -139,6 +140,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
 
         check_time_for_model(options, before)
+        trace.emit("phase", name="snapshot")
         run_id, run_dir = runs.new_run(root)
         snap = Snapshot.take(root, run_dir, runs.store_dir())
         runs.record_root(run_dir, snap.root_id)
