@@ -75,10 +75,13 @@ class Attempt:
     error: str | None = None
     after: dict[str, Entry] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)     # diffs of the protected changes
+    patch_text: str = ""    # what `patch` holds, for the trace (the run's record keeps it)
 
     @property
     def lines(self) -> int:
-        return sum(a + r for a, r in diffstat(self.diffs).values())
+        """Lines added plus removed by all its changes, protected ones included (a
+        REJECTED attempt changed lines too)."""
+        return sum(a + r for a, r in diffstat({**self.diffs, **self.held}).values())
 
     @property
     def cost(self) -> float:
@@ -240,8 +243,12 @@ class Runner:
                     self._grade(attempt, copy.root, snap, env)
         summary = attempt.verdict.summary if attempt.verdict else \
             (attempt.error or f"no verdict: stop={outcome.stop}")
+        # the patch goes in the trace too: the report links it there, where it outlives
+        # the run's directory (pruned, or a demo's, removed at once)
         trace.emit("attempt", model=spec.model, summary=f"attempt {spec.index} ({spec.model}): "
-                   f"{summary}", verdict=attempt.verdict.name if attempt.verdict else None)
+                   f"{summary}", verdict=attempt.verdict.name if attempt.verdict else None,
+                   patch=attempt.patch, patch_text=attempt.patch_text[:present.MAX_DIFF],
+                   patch_truncated=len(attempt.patch_text) > present.MAX_DIFF)
         return attempt
 
     def _grade(self, attempt: Attempt, root: str, snap: Snapshot, env) -> None:
@@ -257,7 +264,8 @@ class Runner:
         reasons = dict(checked.grading.protected)
         marked = "".join(f"# golem: protected change, never applied: {rel} ({reasons[rel]})\n"
                          + diff for rel, diff in checked.held.items())
-        tree.write_output(patch, "".join(attempt.diffs.values()) + marked)
+        attempt.patch_text = "".join(attempt.diffs.values()) + marked
+        tree.write_output(patch, attempt.patch_text)
         attempt.patch = patch
 
 
