@@ -200,6 +200,8 @@ class Terminal(GolemCase):
         server = self.serve([Reply(chat("Fixing.", tool_calls=[FIX_EDIT])), chat(final)])
         plain = self.golem(tty=False, files=BUGGY, server=server)
         self.assertIn(f"2 : {final}\n", plain)
+        # the start notes name what -wall keeps back for the verification
+        self.assertRegex(plain, r"(?m)^\. -wall 30m: \d+\.\ds of it kept for the verification")
 
     def test_a_provider_retry_reads_as_a_retry_not_an_attempt(self):
         server = self.serve([Reply({"error": {"message": "slow down"}}, 429,

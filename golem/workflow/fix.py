@@ -19,6 +19,7 @@ from golem.errors import UsageError, interrupted
 from golem.llm import Provider, preflight
 from golem.tools import default_registry, process, tree
 from golem.trace import Trace
+from golem.trace.console import duration
 from golem.workflow import present, runs
 from golem.workflow.patch import base_commit, diffstat, file_diffs
 from golem.workflow.setup import Options, Setup
@@ -154,6 +155,11 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         reserve = reserve_for_verification(options, before)
         budget = dataclasses.replace(options.budget, wall=options.budget.wall - reserve) \
             if reserve else options.budget
+        if reserve:
+            trace.emit("note", message=f"-wall {duration(options.budget.wall)}: "
+                       f"{reserve:.1f}s of it kept for the verification (twice the "
+                       f"baseline's {before.elapsed:.1f}s plus 10s, at most half)",
+                       reserve_s=round(reserve, 3))
         try:
             outcome = agent.run(provider, registry, model=model, system=prompts.FIX, task=task,
                                 budget=budget, trace=trace,
