@@ -216,7 +216,8 @@ def _agent_command(args: argparse.Namespace, undo_hint: bool = True) -> int:
         print(f"question: {' '.join(args.question)}", file=sys.stderr)
     checked = provider = None
     try:
-        with Trace(options.trace, sys.stderr, secrets, style=style) as trace:
+        with Trace(options.trace, sys.stderr, secrets, style=style,
+                   clock=(options.budget.started, options.budget.wall)) as trace:
             options.notes += [{"message": note} for note in settings.layers.notes]
             config_.on_retry = lambda info: trace.emit("retry", **info)
             config_.on_event = lambda kind, info: trace.emit(kind, **info)
@@ -278,7 +279,7 @@ def _agent_command(args: argparse.Namespace, undo_hint: bool = True) -> int:
     runs.record_result(report.get("run_id"), verdict=report.get("verdict"),
                        stop=report.get("stop"), cost=report.get("cost"))
     if args.command != "ask":
-        return finish(args, report, line, secrets, result_path, style)
+        return finish(args, report, line, secrets, result_path, style, trace.diff)
     tokens = report["tokens"]
     if not style.quiet:
         print(f"cost: {report['steps']} model call(s), {report['tool_calls']} tool call(s), "
@@ -529,7 +530,7 @@ def _write_result(args: argparse.Namespace, path: str, report: dict) -> None:
 
 
 def finish(args: argparse.Namespace, report: dict, line: str, secrets=(),
-           result_path: str | None = None, style=None) -> int:
+           result_path: str | None = None, style=None, diff: str | None = None) -> int:
     """Print the result line (and the JSON object), publish to CI, return the exit code."""
     from golem.outgoing import redact
     from golem.trace.console import verdict_line
@@ -542,7 +543,8 @@ def finish(args: argparse.Namespace, report: dict, line: str, secrets=(),
     report = _outgoing(report, secrets)
     line = redact(line, secrets)
     if args.command in ("fix", "verify", "demo", "pick"):
-        github.publish(report, sys.stderr)      # annotations reach the log however stdout goes
+        diff = redact(diff, secrets) if diff else None
+        github.publish(report, sys.stderr, diff)    # annotations reach the log however stdout goes
     if result_path:
         _write_result(args, result_path, report)
     # a verdict is one line, whatever test id or file name it quotes; an answer keeps its own
@@ -557,6 +559,11 @@ def _help_command(args: argparse.Namespace) -> int:
     parser = build_parser()
     if not args.topic:
         parser.print_help()
+        return 0
+    if args.topic == "cli":     # the reference, as the package carries it
+        from importlib import resources
+        sys.stdout.write(resources.files("golem").joinpath("docs").joinpath("cli.md")
+                         .read_text(encoding="utf-8"))
         return 0
     if args.topic not in COMMANDS:
         close = difflib.get_close_matches(args.topic, list(COMMANDS), n=1)
@@ -621,7 +628,11 @@ def main(argv: list[str] | None = None) -> int:
                 from golem.workflow import runs
                 runs.release_all()      # the command's runs have ended, however it ended
     except (UsageError, Abort) as exc:
-        print(f"golem: {printable(_unkeyed(str(exc)), newlines=False)}", file=sys.stderr)
+        message = printable(_unkeyed(str(exc)), newlines=False)
+        print(f"golem: {message}", file=sys.stderr)
+        if args.command in ("fix", "verify", "pick", "run", "ask", "demo"):
+            from golem.workflow import github
+            github.publish_error(args.command, message, sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)

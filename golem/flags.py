@@ -224,7 +224,7 @@ COMMANDS = {
             "first that verifies here",
     "runs": "list the runs golem keeps; -prune applies the retention policy now",
     "config": "each effective setting and where it came from",
-    "help": "the same as --help: golem help [COMMAND]",
+    "help": "the same as --help: golem help [COMMAND]; golem help cli prints the reference",
 }
 
 
@@ -236,7 +236,7 @@ def build_parser() -> Parser:
                     "independently.",
         epilog="try it offline, no key needed:  golem demo\n"
                "help on one command:  golem help CMD   (or golem CMD --help)\n"
-               "every command, flag, exit code and JSON field: docs/cli.md")
+               "every command, flag, exit code and JSON field:  golem help cli")
     parser.add_argument("-version", "--version", action="version",
                         version=f"golem {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
@@ -317,7 +317,8 @@ def build_parser() -> Parser:
           "(default .)")
     _flag(conf, "json", action="store_true", help="as one JSON object")
     help_ = command("help")
-    help_.add_argument("topic", nargs="?", metavar="COMMAND", help="the command to explain")
+    help_.add_argument("topic", nargs="?", metavar="COMMAND",
+                       help="the command to explain, or `cli` for the whole reference")
     return parser
 
 

@@ -111,7 +111,7 @@ class Help(GolemCase):
     def test_top_help_points_to_the_demo_and_the_reference(self):
         code, out, _ = run_cli(["--help"])
         self.assertIn("golem demo", out)
-        self.assertIn("docs/cli.md", out)
+        self.assertIn("golem help cli", out)
         for command in ("demo", "runs", "config", "help", "verify", "undo"):
             self.assertIn(command, out)
         code, out, _ = run_cli(["fix", "--help"])

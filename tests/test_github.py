@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import shutil
 import tempfile
 import unittest
@@ -96,6 +97,53 @@ class GitHubOutputTest(unittest.TestCase):
         self.assertEqual(len(lines), 2)
         self.assertIn("%250A", lines[0])
         self.assertIn("file=a%2Cb%3Ac,", lines[1])
+
+    def test_summary_carries_the_diff_collapsed(self):
+        code, _ = self.fix(self.copy("d"), GITHUB_ACTIONS="true",
+                           GITHUB_STEP_SUMMARY=self.summary)
+        self.assertEqual(code, 0)
+        with open(self.summary, encoding="utf-8") as handle:
+            summary = handle.read()
+        self.assertIn("<details><summary>The diff (+", summary)
+        self.assertRegex(summary, r"<pre>[^<]*\n\+    return sum\(values\) / len\(values\)\n")
+        self.assertTrue(summary.rstrip().endswith("</details>"), summary)
+
+    def test_the_diff_in_the_summary_cannot_close_its_block_or_speak_markdown(self):
+        from golem.workflow.github import summary_markdown
+        hostile = ("+</pre></details><img src=x onerror=alert(1)>\n"
+                   "+```\n+| a | b |\n+# heading\n+[link](http://x)\n+&lt;b&gt;\n+\\`x`\n"
+                   "+\n+<!-- \n+\x1b[31mred\n")
+        text = summary_markdown({"verdict": "VERIFIED", "summary": "s"}, hostile)
+        block = text[text.index("<details>"):]
+        self.assertEqual(re.findall(r"</?[a-z]+", block),
+                         ["<details", "<summary", "</summary", "<pre", "</pre", "</details"])
+        for raw in ("`", "|", "\x1b", "&lt;b"):
+            self.assertNotIn(raw, block[block.index("<pre>"):block.index("</pre>")])
+        self.assertIn("&amp;lt;b&amp;gt;", block)
+
+    def test_a_missing_key_is_an_error_line_and_a_summary_saying_why(self):
+        out, err = StringIO(), StringIO()
+        env = {"GOLEM_STATE_DIR": os.path.join(self.tmp, "state"), "GITHUB_ACTIONS": "true",
+               "GITHUB_STEP_SUMMARY": self.summary}
+        with mock.patch.dict(os.environ, env), redirect_stdout(out), redirect_stderr(err):
+            os.environ.pop("ANTHROPIC_API_KEY", None)
+            code = main(["fix", "-dir", self.copy("e"), "-provider", "anthropic"])
+        self.assertEqual(code, 2)
+        self.assertRegex(err.getvalue(), r"(?m)^::error title=golem fix did not run::"
+                                         r"ANTHROPIC_API_KEY is not set")
+        with open(self.summary, encoding="utf-8") as handle:
+            summary = handle.read()
+        self.assertIn("### golem fix: did not run", summary)
+        self.assertIn("ANTHROPIC\\_API\\_KEY is not set", summary)
+
+    def test_the_report_step_without_a_trace_says_why(self):
+        err = StringIO()
+        missing = os.path.join(self.tmp, "out", "trace.jsonl")
+        with redirect_stderr(err):
+            code = main(["trace", missing, "-html", os.path.join(self.tmp, "report.html")])
+        self.assertEqual(code, 2)
+        self.assertIn(f"golem: no trace at {missing}: the run wrote none", err.getvalue())
+        self.assertNotIn("cannot read", err.getvalue())
 
     def test_nothing_outside_github_actions(self):
         code, out = self.fix(self.copy("c"))

@@ -76,6 +76,11 @@ class PyzTest(Shipped):
         self.assertEqual(bad.stderr.count("\n"), 1, bad.stderr)
 
         self.check_demo(self.run_py(pyz, "demo", "-json"))
+        # the archive carries the command-line reference
+        reference = self.run_py(pyz, "help", "cli")
+        self.assertEqual(reference.returncode, 0, reference.stderr)
+        with open(os.path.join(REPO_ROOT, "docs", "cli.md"), encoding="utf-8") as handle:
+            self.assertEqual(reference.stdout, handle.read())
 
 
 def builds_wheels() -> bool:
@@ -118,3 +123,6 @@ class InstalledTest(Shipped):
         self.assertTrue(os.path.isfile(os.path.join(site, "golem", "llm", "prices.json")))
         script = os.path.join(site, "bin", "golem")
         self.check_demo(self.run_py(script, "demo", "-json", extra_env={"PYTHONPATH": site}))
+        reference = self.run_py(script, "help", "cli", extra_env={"PYTHONPATH": site})
+        with open(os.path.join(REPO_ROOT, "docs", "cli.md"), encoding="utf-8") as handle:
+            self.assertEqual(reference.stdout, handle.read(), reference.stderr)

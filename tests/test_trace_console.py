@@ -67,6 +67,24 @@ def as_seen(output: str) -> tuple[list[str], str]:
     return lines, current
 
 
+class WrapTest(unittest.TestCase):
+    def test_every_character_stays_and_no_row_passes_the_width(self):
+        from golem.trace.console import wrap
+        cases = ["1 : " + "word " * 40, "x" * 130, ". a note with a-very-long-" + "y" * 60,
+                 "[2] 3 : " + "text, " * 30, "+" + " " * 50 + "indented code"]
+        for text in cases:
+            for width in (20, 39, 59):
+                with self.subTest(text=text[:20], width=width):
+                    rows = wrap(text, width)
+                    self.assertTrue(all(len(row) <= width for row in rows), rows)
+                    self.assertEqual("".join(text.split()), "".join("".join(rows).split()))
+
+    def test_a_wall_reads_as_it_was_given(self):
+        from golem.trace.console import duration
+        self.assertEqual([duration(s) for s in (1800, 5400, 90, 0.25, 45)],
+                         ["30m", "1h30m", "1m30s", "250ms", "45s"])
+
+
 class ConsoleTest(unittest.TestCase):
     def setUp(self):
         saved = dict(os.environ)
@@ -90,7 +108,7 @@ class ConsoleTest(unittest.TestCase):
     def test_status_line_updates_in_place_and_never_stays(self):
         output = emit_all(FakeTTY())
         self.assertIn("\r", output)
-        self.assertIn("[model 0s | step 1/50 | tokens 150/1,000 | $0.2500/2.00 | 0s/10m00s]",
+        self.assertIn("[model 0s | step 1/50 | tokens 150/1,000 | $0.2500/2.00 | 0s/10m]",
                       SGR.sub("", output))
         self.assertIn("[read_file 0s | step 1/50 |", SGR.sub("", output))
         self.assertIn("| step 2/50 | tokens 305/1,000 | $0.5000/2.00", SGR.sub("", output))

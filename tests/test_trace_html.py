@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import unittest
 from html.parser import HTMLParser
 
 from tests import fixtures
@@ -167,6 +168,88 @@ class RecordedRunTest(GolemCase):
         self.assertIn("Run 1 of 2", page)
         self.assertIn("Run 2 of 2", page)
         self.assertIn("ALREADY_GREEN", page)
+
+
+class AttemptsReportTest(GolemCase):
+    """`fix -attempts 3` with the scripted models: attempt 1 rewrites the test (REJECTED),
+    2 fixes half (FAILED), 3 fixes both (VERIFIED, chosen). Its state directory is removed
+    before the report is written, as a demo's is and a pruned run's."""
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        cls.scratch = tempfile.mkdtemp()
+        repo = os.path.join(cls.scratch, "repo")
+        shutil.copytree(CALCULATOR, repo)
+        trace = os.path.join(cls.scratch, "trace.jsonl")
+        state = os.path.join(cls.scratch, "state")
+        code, out, err = run_cli(["fix", "-dir", repo, "-provider", "demo", "-attempts", "3",
+                                  "-models", "m1,m2,m3", "-jobs", "1", "-sandbox", "none",
+                                  "-trace", trace, "-json"], env={"GOLEM_STATE_DIR": state})
+        assert code == 0, err
+        cls.result = json.loads(out.strip().splitlines()[-1])
+        shutil.rmtree(state)
+        report = os.path.join(cls.scratch, "report.html")
+        code, out, err = run_cli(["trace", trace, "-html", report])
+        assert code == 0, err
+        cls.page = read(report)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.scratch)
+
+    def test_the_header_is_about_the_chosen_attempt(self):
+        self.assertEqual(self.result["chosen"], 3)
+        header = self.page[:self.page.index("<h2>Attempts</h2>")]
+        self.assertIn("<tr><th>attempt</th><td>3 (chosen;", header)
+        self.assertIn("<tr><th>model</th><td>m3</td></tr>", header)
+        self.assertNotIn("m1", header)
+
+    def test_a_rejected_attempt_counts_the_lines_it_changed(self):
+        rejected = next(a for a in self.result["attempts"] if a["verdict"] == "REJECTED")
+        self.assertEqual(rejected["lines_changed"], 2)
+        card = self.page[self.page.index("attempt 1: m1"):]
+        card = card[:card.index("</div>")]
+        self.assertIn("; 2 lines changed", card)
+
+    def test_the_patch_links_resolve_after_the_run_directory_is_gone(self):
+        import base64
+        import re
+        hrefs = re.findall(r"href='([^']*)'", self.page)
+        anchors = [h for h in hrefs if h.startswith("#")]
+        self.assertEqual(sorted(anchors), ["#patch-1", "#patch-2", "#patch-3"])
+        ids = set(re.findall(r" id='([^']*)'", self.page))
+        self.assertEqual([a for a in anchors if a[1:] not in ids], [])
+        downloads = [h for h in hrefs if h.startswith("data:text/x-diff;base64,")]
+        self.assertEqual(len(downloads), 3)
+        texts = [base64.b64decode(h.split(",", 1)[1]).decode() for h in downloads]
+        self.assertTrue(any("# golem: protected change, never applied: tests/test_core.py"
+                            in t and "mean([1, 2, 3]), 3)" in t for t in texts), texts)
+        # no link into the removed state directory
+        self.assertEqual([h for h in hrefs if h.startswith("file:")], [])
+        self.assertIn("(removed with its run)", self.page)
+        assertSelfContained(self, self.page)
+
+
+class NarrowScreenTest(unittest.TestCase):
+    """The report from 360 px up: side-by-side boxes stack, and nothing asks for more width
+    than a phone has (checked on the stylesheet; a browser test needs a browser)."""
+
+    def test_the_stylesheet_stacks_the_cards_below_a_tablets_width(self):
+        import re
+        from golem.trace.html import STYLE
+        media = re.search(r"@media \(max-width:(\d+(?:\.\d+)?)(rem|px)\)\{(.*)\}\s*$", STYLE,
+                          re.S)
+        self.assertIsNotNone(media, STYLE)
+        limit = float(media.group(1)) * (16 if media.group(2) == "rem" else 1)
+        self.assertGreaterEqual(limit, 420)      # a 420 px viewport is inside it
+        rules = media.group(3)
+        self.assertRegex(rules, r"\.grid,\.attempts\{grid-template-columns:1fr\}")
+        self.assertRegex(rules, r"table\{[^}]*overflow-x:auto")
+        # no fixed width wider than 360 px anywhere
+        for number, unit in re.findall(r"(?:min-width|(?<![-\w])width|minmax\()\s*:?\s*(\d+(?:\.\d+)?)"
+                                       r"(rem|px)", STYLE):
+            self.assertLessEqual(float(number) * (16 if unit == "rem" else 1), 360)
 
 
 class BadInputTest(GolemCase):

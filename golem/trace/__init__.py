@@ -73,10 +73,11 @@ def render(record: dict[str, Any]) -> str | None:
         return f"{step} ! {one(record.get('name'))} [{_compact(first[0] if first else '', 120)}]"
     if event == "retry":
         wait = _number(record.get("wait"))
-        return (f"  ~ provider retry [status={one(record.get('status'))} wait={wait:.1f}s"
-                f" attempt={one(record.get('try', record.get('attempt')))}/"
-                f"{one(record.get('max_attempts'))}"
-                f" error={_compact(record.get('error', ''), 80)}]")
+        # `try`, never `attempt`: the word and the `[K]` lead belong to -attempts
+        return (f"~ model call failed, retrying in {wait:.1f}s (try "
+                f"{one(record.get('try', record.get('attempt')))} of "
+                f"{one(record.get('max_attempts'))}) [status={one(record.get('status'))} "
+                f"error={_compact(record.get('error', ''), 80)}]")
     if event == "run_end":
         ms = round(1000 * _number(record.get("elapsed_s")))
         extra = f" error={_compact(record['error'], 200)}" if record.get("error") else ""
@@ -132,6 +133,10 @@ def read_events(path: str) -> list[dict[str, Any]]:
                                      "event") from None
                 if isinstance(record, dict) and isinstance(record.get("event"), str):
                     events.append(record)
+    except FileNotFoundError:
+        raise UsageError(f"no trace at {path}: the run wrote none (a run that stops before "
+                         "it starts, on a missing key or a bad flag, writes no trace; its "
+                         "own error says why)") from None
     except OSError as exc:
         raise UsageError(f"cannot read trace {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -145,12 +150,14 @@ class Trace:
     """Writes events to a JSONL file (optional) and renders them on a console stream (optional)."""
 
     def __init__(self, path: str | None = None, console: TextIO | None = None,
-                 secrets: Iterable[str] = (), style: Style | None = None):
+                 secrets: Iterable[str] = (), style: Style | None = None,
+                 clock: tuple[float, float] | None = None):
         self.path = path
         self.console = console
         self.secrets = [s for s in secrets if s]
         self.end: dict[str, Any] | None = None     # the last run_end event, as written
-        self._console = Console(console, style) if console is not None else None
+        self.diff: str | None = None                # the run's diff text, as written
+        self._console = Console(console, style, clock=clock) if console is not None else None
         self._lock = threading.RLock()              # attempts emit from threads of their own
         # backslashreplace: a lone surrogate from a model reply must not crash the run
         from golem.tools.tree import open_append    # golem.tools imports this module
@@ -162,6 +169,8 @@ class Trace:
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         """Record one event now; returns the record as written (before redaction)."""
+        if event == "retry" and "attempt" in fields and "try" not in fields:
+            fields["try"] = fields.pop("attempt")   # the HTTP try, not an attempt of -attempts
         record = {"event": event, "time": _now(), **fields}
         # redacted before anything is cut (the console shortens long values), and finite,
         # since Infinity and NaN are not JSON
@@ -173,6 +182,8 @@ class Trace:
     def _write(self, event: str, record: dict, clean: dict, fields: dict) -> None:
         if event == "run_end" and "attempt" not in clean:
             self.end = clean
+        if event == "diff" and "attempt" not in clean:
+            self.diff = redact(str(clean.get("text") or ""), self.secrets)
         if self._file is not None:
             try:
                 line = json.dumps(clean, ensure_ascii=False, default=repr)

@@ -1,21 +1,24 @@
 """The console side of the trace: what a person watching a run sees.
 
 Pipes, files and CI logs get plain lines and nothing else: no escape codes, no carriage
-returns. On a terminal the lines are coloured (`-color`, NO_COLOR, FORCE_COLOR) and cut to
-its width, the model's own words between tool calls are shown dimmed, and one status line
-(steps, tokens, dollars, elapsed, and what is happening now: the baseline, a model call, a
-command, the verification) is redrawn in place below them every second, erased before each
-normal line and at the end, so it never lands between the lines a person reads. At the end
-come the diff stat and the diff of the allowed changes, coloured; the verdict itself is the
-result on stdout, printed once.
+returns, nothing cut (the model's words whole). On a terminal the lines are coloured
+(`-color`, NO_COLOR, FORCE_COLOR) and wrapped at its width, never cut; the model's own words
+between tool calls are shown dimmed, and one status line (what is happening now: the
+baseline, the snapshot, a model call, a command, the verification; then steps, tokens,
+dollars, and the time since golem started against `-wall` as given) is redrawn in place
+below them every second, erased before each normal line and at the end, so it never lands
+between the lines a person reads. At the end come the diff stat and the diff of the allowed
+changes, coloured; the verdict itself is the result on stdout, printed once.
 
-`-quiet` shows nothing here (the result and errors still appear); `-verbose` adds the first
+`-quiet` shows no lines here (the result and errors still appear); on a terminal the status
+line alone stays, so the screen is never blank while golem works. `-verbose` adds the first
 lines of every tool result and shows the model's texts and the diff whole.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -76,8 +79,36 @@ def width_of(stream: TextIO) -> int:
 
 
 def cut(text: str, width: int) -> str:
-    """`text` cut to `width` columns, with an ellipsis where it was cut."""
+    """`text` cut to `width` columns, with an ellipsis where it was cut (the status line
+    only: it must stay one row to be redrawn in place)."""
     return text if len(text) <= width else text[:max(width - 1, 1)] + "…"
+
+
+# what starts a console line and is not its text: `[K] ` (an attempt), then `N : ` (a step
+# and its mark) or `. ` (a note); a wrapped line's next rows are indented to past it
+_LEAD = re.compile(r"(?:\[\d+\] )?(?:\S{1,6} [:|!>=~] |[.*] |  ~ )?")
+
+
+def wrap(text: str, width: int, indent: int | None = None) -> list[str]:
+    """`text` as rows of at most `width` columns, broken at blanks where it can be, never
+    cut: every character is on some row. Rows after the first are indented to past the
+    line's lead (`N : `, `. `), so they read as one line's continuation."""
+    if len(text) <= width:
+        return [text]
+    if indent is None:
+        indent = len(_LEAD.match(text).group())
+    indent = min(indent, width // 2)
+    rows, rest, room = [], text, width
+    while len(rest) > room:
+        cut_at = rest.rfind(" ", 1, room + 1)
+        if cut_at <= 0:
+            cut_at = room       # one long word: broken where the row ends
+        rows.append(rest[:cut_at].rstrip(" ") or rest[:cut_at])
+        rest = rest[cut_at:].lstrip(" ") if cut_at < len(rest) and rest[cut_at] == " " \
+            else rest[cut_at:]
+        room = width - indent
+    rows.append(rest)
+    return [rows[0]] + [" " * indent + row for row in rows[1:]]
 
 
 def color_of(record: dict[str, Any]) -> str | None:
@@ -117,6 +148,13 @@ def verdict_line(line: str, verdict: str | None, stream: TextIO, style: Style | 
     return f"{color}{line}{RESET}"
 
 
+def _number(value: Any) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+
+
 def _limit(value: float, limit: float, fmt: str, limit_fmt: str = "") -> str:
     return fmt.format(value) + (("/" + (limit_fmt or fmt).format(limit)) if limit else "")
 
@@ -124,6 +162,16 @@ def _limit(value: float, limit: float, fmt: str, limit_fmt: str = "") -> str:
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def duration(seconds: float) -> str:
+    """A budget as a person would write it: `30m`, `1h30m`, `90s` is `1m30s`, `250ms`."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    whole = round(seconds)
+    hours, minutes, secs = whole // 3600, whole // 60 % 60, whole % 60
+    return "".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s"))
+                   if n) or "0s"
 
 
 # what is happening after each event, for the status line (None: nothing in particular)
@@ -141,16 +189,21 @@ def _activity(record: dict[str, Any]) -> str | None:
 class Console:
     """Writes rendered lines to a stream; on a terminal, adds colour and the status line."""
 
-    def __init__(self, stream: TextIO, style: Style | None = None, replay: bool = False):
+    def __init__(self, stream: TextIO, style: Style | None = None, replay: bool = False,
+                 clock: tuple[float, float] | None = None):
+        """`clock`: when golem started (a time.monotonic() instant) and its `-wall` as
+        given (0: none), for the status line; without it, the agent run's own."""
         self.stream = stream
         self.style = style or Style()
         self.replay = replay            # `golem trace FILE`: the verdict line too, no status
-        self.live = is_terminal(stream) and not self.style.quiet and not replay
+        # -quiet on a terminal keeps the status line: no lines, but never a blank screen
+        self.live = is_terminal(stream) and not replay
         self.color = wants_color(stream, self.style)
         self._lock = threading.RLock()
         self._shown = False
         self._running = False
-        self._started = 0.0
+        self._clock = clock
+        self._started = clock[0] if clock else 0.0
         self._budget: dict[str, Any] = {}
         self._steps = self._tokens = 0
         self._cost = 0.0
@@ -164,11 +217,11 @@ class Console:
 
     def show(self, record: dict[str, Any], text: str | None) -> None:
         """Print one event's lines (text may be None), then redraw the status line."""
-        if self.style.quiet:
+        if self.style.quiet and not self.live:
             return
         with self._lock:
             self._count(record)
-            lines = self._lines(record, text)
+            lines = [] if self.style.quiet else self._lines(record, text)
             if not lines and not self.live:
                 return
             out = []
@@ -200,21 +253,26 @@ class Console:
         color = color_of(record) if self.color else None
         out = []
         for line in text.split("\n"):
-            if self.live and not self.style.verbose:
-                line = cut(line, width_of(self.stream))
-            out.append(f"{color}{line}{RESET}\n" if color else line + "\n")
+            for row in self._rows(line):
+                out.append(f"{color}{row}{RESET}\n" if color else row + "\n")
         return out
 
+    def _rows(self, line: str, indent: int | None = None) -> list[str]:
+        """One line as the console shows it: wrapped at a terminal's width, else whole."""
+        return wrap(line, width_of(self.stream), indent) if self.live else [line]
+
     def _model_text(self, record: dict[str, Any], text: str | None) -> str | None:
-        if text is None or self.style.verbose:
+        """The model's words: whole in a log; on a terminal, the first TEXT_LINES lines
+        (wrapped, never cut) and how many more there are."""
+        if text is None or self.style.verbose or not self.live:
             return text
         lines = text.split("\n")
         more = len(lines) - TEXT_LINES
         if more > 0:
-            lines = lines[:TEXT_LINES] + [f"{' ' * len(str(record.get('step', '')))} : "
+            lead = re.match(r"(?:\[\d+\] )?", lines[0]).group()
+            lines = lines[:TEXT_LINES] + [f"{lead}{' ' * len(str(record.get('step', '')))} : "
                                           f"... {more} more line(s) (-verbose shows them)"]
-        width = width_of(self.stream) if self.live else 160
-        return "\n".join(cut(line, width) for line in lines)
+        return "\n".join(lines)
 
     def _result(self, record: dict[str, Any]) -> str | None:
         content = printable(str(record.get("content", ""))).rstrip("\n")
@@ -241,26 +299,31 @@ class Console:
                 and len(counts) == 2 else (0, 0)
             added, removed = added + plus, removed + minus
             bar = ("+" * min(plus, 30), "-" * min(minus, 30))
-            if self.color:
+            rows = self._rows(f" {path.ljust(width)} | {plus + minus:>4} {bar[0]}{bar[1]}",
+                              indent=1)
+            if self.color and len(rows) == 1:
                 bar = (f"{GREEN}{bar[0]}{RESET}" if bar[0] else "",
                        f"{RED}{bar[1]}{RESET}" if bar[1] else "")
-            out.append(f" {path.ljust(width)} | {plus + minus:>4} {bar[0]}{bar[1]}\n")
-        out.append(f" {len(stat)} file(s) changed, {added} insertion(s)(+), {removed} "
-                   f"deletion(s)(-)\n")
+                rows = [f" {path.ljust(width)} | {plus + minus:>4} {bar[0]}{bar[1]}"]
+            out += [row + "\n" for row in rows]
+        out += [row + "\n" for row in self._rows(
+            f" {len(stat)} file(s) changed, {added} insertion(s)(+), {removed} "
+            f"deletion(s)(-)", indent=1)]
         lines = printable(str(record.get("text") or "")).split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         limit = len(lines) if self.style.verbose else DIFF_LINES
         for line in lines[:limit]:
-            if self.live and not self.style.verbose:
-                line = cut(line, width_of(self.stream))
             color = diff_color(line) if self.color else None
-            out.append(f"{color}{line}{RESET}\n" if color else line + "\n")
+            for row in self._rows(line, indent=1):
+                out.append(f"{color}{row}{RESET}\n" if color else row + "\n")
         if len(lines) > limit:
-            out.append(f"... {len(lines) - limit} more diff line(s) (-verbose shows them all; "
-                       "-patch FILE writes the diff)\n")
+            out += [row + "\n" for row in self._rows(
+                f"... {len(lines) - limit} more diff line(s) (-verbose shows them all; "
+                "-patch FILE writes the diff)", indent=4)]
         if record.get("truncated"):
-            out.append("... the diff was cut short; -patch FILE writes it whole\n")
+            out += [row + "\n" for row in self._rows(
+                "... the diff was cut short; -patch FILE writes it whole", indent=4)]
         return out
 
     # -- the status line
@@ -275,18 +338,25 @@ class Console:
             doing = " | ".join(
                 f"{n} {what}" + ("" if what.isupper() else f" {_clock(now - since)}")
                 for n, (what, since) in sorted(self._attempts.items()))
+        budget = self._budget
+        # (priority, text): on a narrow terminal the least needed parts go first, so the
+        # line stays one row (it is redrawn in place) without cutting what it keeps
+        parts = [(0, doing)]
         if self._running:
-            budget = self._budget
-            elapsed = now - self._started
-            line = (f"[{doing} | step {_limit(self._steps, budget.get('steps') or 0, '{:.0f}')}"
-                    f" | tokens {_limit(self._tokens, budget.get('tokens') or 0, '{:,.0f}')}"
-                    f" | ${_limit(self._cost, budget.get('cost') or 0, '{:.4f}', '{:.2f}')}"
-                    f" | {_clock(elapsed)}"
-                    + (f"/{_clock(budget['wall_s'])}" if budget.get("wall_s") else "")
-                    + "]")
-        else:
-            line = f"[{doing}]"
-        line = cut(line, width_of(self.stream))
+            parts += [(2, f"step {_limit(self._steps, budget.get('steps') or 0, '{:.0f}')}"),
+                      (4, f"tokens {_limit(self._tokens, budget.get('tokens') or 0, '{:,.0f}')}"),
+                      (3, f"${_limit(self._cost, budget.get('cost') or 0, '{:.4f}', '{:.2f}')}")]
+        if self._clock or self._running:
+            # since golem started, as `elapsed_s` counts; the wall as it was given
+            wall = self._clock[1] if self._clock else _number(budget.get("wall_s"))
+            parts.append((1, _clock(now - self._started) + (f"/{duration(wall)}" if wall
+                                                            else "")))
+        width = width_of(self.stream)
+        line = "[" + " | ".join(text for _, text in parts) + "]"
+        while len(line) > width and len(parts) > 1:
+            parts.remove(max(parts, key=lambda part: part[0]))
+            line = "[" + " | ".join(text for _, text in parts) + "]"
+        line = cut(line, width)     # one part alone wider than the terminal
         return f"{DIM}{line}{RESET}" if self.color else line
 
     def _tick(self) -> None:
@@ -331,7 +401,9 @@ class Console:
             self._doing = "thinking" if event == "tool_result" else None
             self._since = time.monotonic()
         if event == "run_start":
-            self._running, self._started = True, time.monotonic()
+            self._running = True
+            if not self._clock:
+                self._started = time.monotonic()
             self._budget = record.get("budget") or {}
             self._steps = self._tokens = 0
             self._cost = 0.0

@@ -8,9 +8,11 @@ temporary file beside OUT and moved into place, so OUT is never half-written.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import json
 import os
+import re
 from typing import Any, Callable, Iterable
 
 from golem import encode
@@ -44,6 +46,10 @@ ul.ids{margin:.2rem 0;padding-left:1.2rem;font-family:monospace;font-size:12.5px
 summary{cursor:pointer}
 .attempts{display:grid;grid-template-columns:repeat(auto-fit,minmax(14rem,1fr));gap:1rem}
 .chosen{border:2px solid #1a7f37}
+@media (max-width:40rem){
+ body{padding:.5rem .6rem}.grid,.attempts{grid-template-columns:1fr}
+ table{display:block;overflow-x:auto;max-width:100%}td,th{padding:.2rem .4rem}
+ code{word-break:break-all}}
 """
 
 
@@ -140,8 +146,24 @@ def _phases(run: list[Event]) -> list[tuple[str, float]]:
     return found
 
 
+def focus(run: list[Event]) -> int | None:
+    """The attempt a run with several is about: the chosen one, else the one the verdict
+    names as closest; None for a run of one."""
+    verdict = _last(run, "verdict") or {}
+    if not any(isinstance(r.get("attempt"), int) for r in run):
+        return None
+    if isinstance(verdict.get("chosen"), int):
+        return verdict["chosen"]
+    closest = re.search(r"closest, attempt (\d+)", str(verdict.get("summary") or ""))
+    return int(closest.group(1)) if closest else None
+
+
 def _header(run: list[Event]) -> str:
     verdict, end, start = _last(run, "verdict"), _last(run, "run_end"), _first(run, "run_start")
+    number = focus(run)
+    if number is not None:      # its model, budgets and stop: the attempt the verdict is about
+        own = [r for r in run if r.get("attempt") == number]
+        end, start = _last(own, "run_end") or end, _first(own, "run_start") or start
     if verdict:
         name, summary = verdict.get("verdict"), verdict.get("summary")
     elif end:
@@ -159,6 +181,10 @@ def _header(run: list[Event]) -> str:
     phases = _phases(run)
     if phases:
         rows.append(("durations", e(", ".join(f"{n} {_dur(t)}" for n, t in phases))))
+    if number is not None:
+        chosen = (verdict or {}).get("chosen") == number
+        rows.append(("attempt", f"{e(number)} ({'chosen' if chosen else 'closest'}; "
+                     "below: its provider, model, stop and spending)"))
     if start:
         budget = start.get("budget") or {}
         rows += [("provider", e(start.get("provider"))), ("model", e(start.get("model"))),
@@ -380,6 +406,8 @@ def _attempts(run: list[Event]) -> str:
     if not isinstance(items, list) or not items:
         return ""
     chosen = verdict.get("chosen")
+    texts = {r.get("attempt"): r for r in run if r["event"] == "attempt"
+             and isinstance(r.get("patch_text"), str)}
     items = sorted((i for i in items if isinstance(i, dict)),
                    key=lambda i: (i.get("attempt") != chosen, str(i.get("attempt"))))
     cards = []
@@ -391,7 +419,7 @@ def _attempts(run: list[Event]) -> str:
         dollars = f"${cost:.4f}" if isinstance(cost, (int, float)) else "$?"
         protected = "".join(f"<p class=error>protected: {e(p.get('path'))}</p>"
                             for p in item.get("protected_changes") or [] if isinstance(p, dict))
-        patch = f"<p class=meta>patch: {e(item.get('patch'))}</p>" if item.get("patch") else ""
+        patch = _patch_links(item, texts.get(item.get("attempt")))
         cards.append(
             f"<div class='box{' chosen' if chose else ''}'><h3>attempt {e(item.get('attempt'))}"
             f"{' (chosen)' if chose else ''}: {e(item.get('model'))}</h3>"
@@ -400,7 +428,40 @@ def _attempts(run: list[Event]) -> str:
             f"{e(item.get('steps'))} steps; {e(tokens.get('total', 0))} tokens; "
             f"{e(dollars)}; {e(item.get('lines_changed'))} lines changed</p>"
             f"{_stat(item.get('diffstat'))}{protected}{patch}</div>")
-    return f"<h2>Attempts</h2><div class=attempts>{''.join(cards)}</div>"
+    patches = "".join(
+        f"<details id='patch-{e(n)}'><summary>attempt {e(n)}: its patch</summary>"
+        f"{_diff(r['patch_text'])}"
+        + ("<p class=meta>cut short in the trace; the file holds it whole</p>"
+           if r.get("patch_truncated") else "") + "</details>"
+        for n, r in sorted(texts.items(), key=lambda pair: str(pair[0])) if r["patch_text"])
+    return (f"<h2>Attempts</h2><div class=attempts>{''.join(cards)}</div>"
+            + (f"<h2>The attempts' patches</h2>{patches}" if patches else ""))
+
+
+def _patch_links(item: Event, recorded: Event | None) -> str:
+    """Where an attempt's patch is: in this page (from the trace, so the link holds after
+    its run's directory is gone), as a download, and the file while it still exists."""
+    links = []
+    number = item.get("attempt")
+    text = (recorded or {}).get("patch_text")
+    if text:
+        data = base64.b64encode(text.encode("utf-8", "surrogateescape")).decode("ascii")
+        links += [f"<a href='#patch-{e(number)}'>shown below</a>",
+                  f"<a download='attempt-{e(number)}.patch' "
+                  f"href='data:text/x-diff;base64,{data}'>download</a>"]
+    path = item.get("patch")
+    if isinstance(path, str) and path:
+        if os.path.isfile(path):
+            links.append(f"<a href='{e(_file_url(path))}'>{e(path)}</a>")
+        else:
+            links.append(f"{e(path)} (removed with its run)")
+    return f"<p class=meta>patch: {'; '.join(links)}</p>" if links else ""
+
+
+def _file_url(path: str) -> str:
+    from urllib.parse import quote
+    from urllib.request import pathname2url
+    return "file://" + quote(pathname2url(os.path.abspath(path)), safe="/%:")
 
 
 def _timelines(run: list[Event]) -> str:

@@ -75,10 +75,13 @@ class Attempt:
     error: str | None = None
     after: dict[str, Entry] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)     # diffs of the protected changes
+    patch_text: str = ""    # what `patch` holds, for the trace (the run's record keeps it)
 
     @property
     def lines(self) -> int:
-        return sum(a + r for a, r in diffstat(self.diffs).values())
+        """Lines added plus removed by all its changes, protected ones included (a
+        REJECTED attempt changed lines too)."""
+        return sum(a + r for a, r in diffstat({**self.diffs, **self.held}).values())
 
     @property
     def cost(self) -> float:
@@ -240,8 +243,12 @@ class Runner:
                     self._grade(attempt, copy.root, snap, env)
         summary = attempt.verdict.summary if attempt.verdict else \
             (attempt.error or f"no verdict: stop={outcome.stop}")
+        # the patch goes in the trace too: the report links it there, where it outlives
+        # the run's directory (pruned, or a demo's, removed at once)
         trace.emit("attempt", model=spec.model, summary=f"attempt {spec.index} ({spec.model}): "
-                   f"{summary}", verdict=attempt.verdict.name if attempt.verdict else None)
+                   f"{summary}", verdict=attempt.verdict.name if attempt.verdict else None,
+                   patch=attempt.patch, patch_text=attempt.patch_text[:present.MAX_DIFF],
+                   patch_truncated=len(attempt.patch_text) > present.MAX_DIFF)
         return attempt
 
     def _grade(self, attempt: Attempt, root: str, snap: Snapshot, env) -> None:
@@ -257,7 +264,8 @@ class Runner:
         reasons = dict(checked.grading.protected)
         marked = "".join(f"# golem: protected change, never applied: {rel} ({reasons[rel]})\n"
                          + diff for rel, diff in checked.held.items())
-        tree.write_output(patch, "".join(attempt.diffs.values()) + marked)
+        attempt.patch_text = "".join(attempt.diffs.values()) + marked
+        tree.write_output(patch, attempt.patch_text)
         attempt.patch = patch
 
 
@@ -370,9 +378,11 @@ def fix_attempts(options: Options, specs: list[Spec], trace: Trace, secrets: lis
     with Setup(options, trace) as setup:
         root = setup.workspace.root
         patch_path = resolved(options.patch)
+        trace.emit("phase", name="baseline")
         baseline = run_baseline(setup.verifier, setup.command, root,
                                 cache=lambda interp: runs.cache_for(interp, root))
         setup.keep(baseline.phase)
+        trace.emit("phase", name="preflight")
         for spec in specs:
             preflight_wait(spec.provider, options.budget.deadline)
         report = base_report(setup, baseline.result)
@@ -381,6 +391,7 @@ def fix_attempts(options: Options, specs: list[Spec], trace: Trace, secrets: lis
             summary = "ALREADY_GREEN: the suite passes before any change; no model was called"
             trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
+        trace.emit("phase", name="snapshot")
         run_id, run_dir = runs.new_run(root)
         snap = Snapshot.take(root, run_dir)
         runs.record_root(run_dir, snap.root_id)

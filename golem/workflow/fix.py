@@ -19,6 +19,7 @@ from golem.errors import UsageError, interrupted
 from golem.llm import Provider, preflight
 from golem.tools import default_registry, process, tree
 from golem.trace import Trace
+from golem.trace.console import duration
 from golem.workflow import present, runs
 from golem.workflow.patch import base_commit, diffstat, file_diffs
 from golem.workflow.setup import Options, Setup
@@ -130,6 +131,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         baseline = run_baseline(setup.verifier, setup.command, root,
                                 cache=lambda interp: runs.cache_for(interp, root))
         setup.keep(baseline.phase)
+        trace.emit("phase", name="preflight")
         preflight.wait(provider, options.budget.deadline)   # a rejected key: exit 2, now
         before = baseline.result
         report = base_report(setup, before)
@@ -139,6 +141,7 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
 
         check_time_for_model(options, before)
+        trace.emit("phase", name="snapshot")
         run_id, run_dir = runs.new_run(root)
         snap = Snapshot.take(root, run_dir, runs.store_dir())
         runs.record_root(run_dir, snap.root_id)
@@ -152,6 +155,11 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         reserve = reserve_for_verification(options, before)
         budget = dataclasses.replace(options.budget, wall=options.budget.wall - reserve) \
             if reserve else options.budget
+        if reserve:
+            trace.emit("note", message=f"-wall {duration(options.budget.wall)}: "
+                       f"{reserve:.1f}s of it kept for the verification (twice the "
+                       f"baseline's {before.elapsed:.1f}s plus 10s, at most half)",
+                       reserve_s=round(reserve, 3))
         try:
             outcome = agent.run(provider, registry, model=model, system=prompts.FIX, task=task,
                                 budget=budget, trace=trace,

@@ -15,6 +15,7 @@ from golem.tools.tree import open_append
 from golem.trace.text import printable
 
 CLAIM = 500     # characters of the model's final text shown in the summary
+DIFF = 60_000   # characters of the diff shown in the summary (GitHub keeps 1 MiB of it)
 
 
 def annotate(report: dict, out: TextIO) -> None:
@@ -34,8 +35,9 @@ def annotate(report: dict, out: TextIO) -> None:
                   f"title=golem: suspicious {prop(item['kind'])}::{data(item['detail'])}\n")
 
 
-def summary_markdown(report: dict) -> str:
-    """The step summary: golem's own words as Markdown, everything from the run inert."""
+def summary_markdown(report: dict, diff: str | None = None) -> str:
+    """The step summary: golem's own words as Markdown, everything from the run inert, and
+    the diff of the change (`diff`), collapsed."""
     text, code = encode.markdown, encode.code
     before = (report.get("tests") or {}).get("before") or {}
     after = (report.get("tests") or {}).get("after") or {}
@@ -72,7 +74,28 @@ def summary_markdown(report: dict) -> str:
             for path, counts in sorted(stat.items())]
     elif report.get("changed_files"):
         lines += ["", f"Changed files: {len(report['changed_files'])}"]
+    if diff:
+        lines += ["", *collapsed_diff(diff)]
     return "\n".join(lines) + "\n"
+
+
+def collapsed_diff(diff: str) -> list[str]:
+    """The diff as a `<details>` block holding an HTML `<pre>`: every character of the
+    change that HTML or Markdown acts on is a character reference, so nothing in it can
+    open a tag, close the block or end the `<pre>` early."""
+    shown = diff[:DIFF]
+    more = "" if len(diff) <= DIFF else (f"\n... {len(diff) - DIFF} more character(s): "
+                                         "-patch FILE writes it whole")
+    body = "\n".join(encode.html(printable(text)).replace("`", "&#96;")
+                      .replace("|", "&#124;").replace("\\", "&#92;")
+                      for text in (shown + more).split("\n"))
+    added = sum(1 for text in shown.split("\n") if text.startswith("+")
+                and not text.startswith("+++"))
+    removed = sum(1 for text in shown.split("\n") if text.startswith("-")
+                  and not text.startswith("---"))
+    # a blank line after <summary> and before </details>: GitHub renders the block as HTML
+    return [f"<details><summary>The diff (+{added} -{removed})</summary>", "",
+            f"<pre>{body}</pre>", "", "</details>"]
 
 
 def _number(value) -> float:
@@ -90,14 +113,29 @@ def _counts(counts) -> tuple[int, int]:
         return 0, 0
 
 
-def publish(report: dict, out: TextIO) -> None:
+def publish(report: dict, out: TextIO, diff: str | None = None) -> None:
     """Annotate under GitHub Actions; append the step summary wherever one is asked for."""
     if os.environ.get("GITHUB_ACTIONS") == "true":
         annotate(report, out)
+    _append_summary(summary_markdown(report, diff))
+
+
+def publish_error(command: str, message: str, out: TextIO) -> None:
+    """A command that stopped before it could run (a missing key, a bad flag): under GitHub
+    Actions an `::error` line, and a step summary saying why, so the job's page shows it."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    out.write(f"::error title=golem {encode.command_property(command)} did not run::"
+              f"{encode.command_data(message)}\n")
+    _append_summary(f"### golem {encode.markdown(command)}: did not run\n\n"
+                    f"{encode.markdown(message)}\n")
+
+
+def _append_summary(text: str) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if path:
         try:
             with open_append(path) as handle:      # never through a link
-                handle.write(printable(summary_markdown(report)))
+                handle.write(printable(text))
         except OSError:
             pass  # a summary we cannot write must not change the verdict

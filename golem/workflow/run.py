@@ -63,6 +63,8 @@ class Kept:
 def _converse(options: Options, provider: Provider, trace: Trace, model: str, system: str,
               task: str, secrets: list[str], read_only: bool) -> dict:
     with Setup(options, trace, need_tests=False) as setup:
+        if not read_only:
+            trace.emit("phase", name="snapshot")
         kept = None if read_only else Kept(setup.workspace.root)
         phase, env, wrap = agent_scratch(setup.verifier, None, setup.workspace.root)
         setup.keep(phase)
