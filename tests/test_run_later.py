@@ -215,7 +215,7 @@ class MoreRunLater(GolemCase):
           "tools/ci.sh": "#!/bin/sh\npython3 -m unittest\n",
           ".pre-commit-config.yaml": "repos:\n- repo: local\n  hooks:\n  - id: lint\n"
                                      "    entry: python3 tools/lint.py\n    language: system\n",
-          "tools/lint.py": "print('ok')\n",
+          "tools/lint.py": "import calc\nprint('ok')\n",     # the code: still the fix's
           "Makefile": "check:\n\t$(PYTHON) tools/gen.py && ./scripts/deploy\n"
                       "\tbash scripts/deploy.sh\n"
                       "calc: calc.py\n",
@@ -273,7 +273,8 @@ class MoreRunLater(GolemCase):
         backend = ('[build-system]\nrequires = []\nbuild-backend = "backend"\n'
                    'backend-path = ["_build"]\n')
         base = {".github/workflows/x.yml": workflow, "ci/setup/action.yml": "runs: {}\n",
-                "deploy/push.sh": "true\n", "tools/notes.py": "print(1)\n",
+                "deploy/push.sh": "true\n", "tools/notes.py": "import noteslib\n",
+                "tools/noteslib.py": "print(1)\n",
                 "tools/release.py": "print(1)\n", "pyproject.toml": backend,
                 "_build/backend.py": "print(1)\n"}
         repo = self.committed(extra=base)
@@ -283,7 +284,8 @@ class MoreRunLater(GolemCase):
         named = {p["path"]: p["reason"] for p in report["protected_changes"]}
         self.assertEqual(sorted(named), ["_build/backend.py", "ci/setup/action.yml",
                                          "deploy/push.sh", "tools/notes.py",
-                                         "tools/release.py"], report["summary"])
+                                         "tools/noteslib.py", "tools/release.py"],
+                         report["summary"])
 
     def test_fix_rejects_a_script_edit_the_model_makes(self):
         repo = make_repo(self.tmp, {**BUGGY, **self.CI})

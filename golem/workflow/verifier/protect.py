@@ -554,6 +554,7 @@ RUNNABLE = (".py", ".js", ".cjs", ".mjs", ".ts", ".cts", ".mts", ".rb", ".pl", "
 _LINE_KEY = re.compile(r"^\s*(?:-\s+)*(?:[A-Za-z0-9_.\-]+\s*[:=](?:\s+|$))?")
 _SEPARATORS = re.compile(r"&&|\|\||\$\(|\$\{|[;|`()=<]")
 _STRIP = "\"'`,;:()[]{}<>=\\"
+_IMPORT = re.compile(r"^\s*(?:from|import)\s+(\w+)", re.M)
 NOT_RUN = ("license", "licence", "copying", "readme", "notice", "authors", "changelog")
 NAMED_LIMIT = 1_000_000      # bytes read of one run-later file
 NAMED_FILES = 2_000          # run-later files read in one check
@@ -674,15 +675,21 @@ def named_to_run(before: set[str], changes: Changes, original: Callable[[str], b
         words = _words_that_run(text, make, every)
         if name == "pyproject.toml":
             words += _backend(text)
-        for word in words:
-            for target in _resolve(word, folder, paths, names):
-                if target == rel or target in run_by:
-                    continue
-                run_by[target] = rel
-                if target in before:
-                    queue.append((target, original))
-                if target in changed:
-                    queue.append((target, current))
+        targets = [t for word in words for t in _resolve(word, folder, paths, names)]
+        if name.endswith(".py") and folder:
+            # a script imports its neighbours first (its directory is sys.path[0]); at the
+            # top they are the project's own code
+            targets += [paths[low] for module in sorted(set(_IMPORT.findall(text)))
+                        for low in (f"{folder}/{module}.py".lower(),
+                                    f"{folder}/{module}/__init__.py".lower()) if low in paths]
+        for target in targets:
+            if target == rel or target in run_by:
+                continue
+            run_by[target] = rel
+            if target in before:
+                queue.append((target, original))
+            if target in changed:
+                queue.append((target, current))
     return run_by
 
 
