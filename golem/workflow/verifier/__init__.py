@@ -341,6 +341,9 @@ def grade(env: Environment, baseline: Baseline, workspace: str, changes: Changes
     every process of the agent's phase is gone: the verification's scratch is made here.
     """
     facts.named_by_tests(original)
+    facts.run_by = protect.named_to_run(
+        facts.before, changes, original,
+        lambda rel: (tree.read_file(workspace, rel, protect.NAMED_LIMIT + 1) or (None,))[0])
     protected = protect.protected_changes(changes, facts)
     held = {p for p, _ in protected}
     new_tests = [p for p in protect.new_tests(changes, facts) if p not in held]

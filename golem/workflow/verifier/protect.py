@@ -38,6 +38,7 @@ import doctest
 import fnmatch
 import os
 import posixpath
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Callable
@@ -92,6 +93,7 @@ class Facts:
 
     named_data: dict[str, str] = field(default_factory=dict)  # named by a test: file -> test
     allow_change: tuple[str, ...] = ()      # -allow-change: files run later that may change
+    run_by: dict[str, str] = field(default_factory=dict)    # script -> run-later file naming it
 
     def read_by_tests(self, reads: dict[str, set[str]]) -> None:
         """Take as test data every file the baseline's tests (or their helpers and fixtures)
@@ -320,10 +322,12 @@ def protected_changes(changes: Changes, facts: Facts) -> list[tuple[str, str]]:
     dependency tree comes as one entry for the tree."""
     found = [(tree, f"dependency tree changed during the run ({what}); it is linked, not "
                     "copied, into the verification") for tree, what in facts.trees_changed.items()]
+    tree = frozenset(p.lower() for p in (facts.before | set(changes.added)) - set(changes.removed))
     for kind, paths in (("added", changes.added), ("modified", changes.modified),
                         ("removed", changes.removed)):
         for rel in paths:
-            why = reason(rel, kind, facts) or run_later(rel, kind, facts.allow_change)
+            why = reason(rel, kind, facts) or run_later(rel, kind, facts.allow_change, tree,
+                                                        facts.run_by)
             if why:
                 found.append((rel, why))
     return sorted(found)
@@ -337,71 +341,356 @@ RUN_LATER_DIRS = {
     ".circleci": "CI definition (CircleCI)", ".gitlab": "CI definition (GitLab)",
     ".buildkite": "CI definition (Buildkite)", ".woodpecker": "CI definition (Woodpecker)",
     ".azure-pipelines": "CI definition (Azure Pipelines)", ".tekton": "CI definition (Tekton)",
+    ".gitea": "CI definition (Gitea Actions)", ".forgejo": "CI definition (Forgejo Actions)",
     ".husky": "hook configuration (husky git hooks)", ".githooks": "git hook",
     ".git-hooks": "git hook",
     ".devcontainer": "editor configuration (dev container commands)",
+    ".storybook": "tool configuration (Storybook runs its JavaScript)",
+    ".mvn": "build configuration (Maven wrapper and extensions)",
 }
+# a directory inside another one: ".idea/runconfigurations" anywhere in the path
+RUN_LATER_SUBDIRS = {".idea/runconfigurations": "editor run configuration (IntelliJ)",
+                     "gradle/wrapper": "build configuration (the Gradle wrapper download)"}
 RUN_LATER_FILES = {
-    ".gitlab-ci.yml": "CI definition (GitLab)", ".travis.yml": "CI definition (Travis)",
+    ".gitlab-ci.yml": "CI definition (GitLab)", ".gitlab-ci.yaml": "CI definition (GitLab)",
+    ".travis.yml": "CI definition (Travis)",
     "azure-pipelines.yml": "CI definition (Azure Pipelines)",
     "azure-pipelines.yaml": "CI definition (Azure Pipelines)",
+    ".azure-pipelines.yml": "CI definition (Azure Pipelines)",
+    ".azure-pipelines.yaml": "CI definition (Azure Pipelines)",
     "jenkinsfile": "CI definition (Jenkins)", "appveyor.yml": "CI definition (AppVeyor)",
     ".appveyor.yml": "CI definition (AppVeyor)",
     "bitbucket-pipelines.yml": "CI definition (Bitbucket)", ".drone.yml": "CI definition (Drone)",
     ".cirrus.yml": "CI definition (Cirrus)", "cloudbuild.yaml": "CI definition (Cloud Build)",
     "cloudbuild.yml": "CI definition (Cloud Build)", "codefresh.yml": "CI definition",
     "buildspec.yml": "CI definition (AWS CodeBuild)", ".semaphore.yml": "CI definition",
+    ".woodpecker.yml": "CI definition (Woodpecker)", ".woodpecker.yaml": "CI definition "
+                                                                        "(Woodpecker)",
+    ".readthedocs.yml": "docs build definition (Read the Docs)",
+    ".readthedocs.yaml": "docs build definition (Read the Docs)",
+    "readthedocs.yml": "docs build definition (Read the Docs)",
+    "readthedocs.yaml": "docs build definition (Read the Docs)",
+    "mkdocs.yml": "docs build configuration (MkDocs hooks and plugins)",
+    "mkdocs.yaml": "docs build configuration (MkDocs hooks and plugins)",
+    ".gitpod.yml": "workspace definition (Gitpod tasks)",
+    ".gitpod.dockerfile": "workspace definition (Gitpod)",
+    "renovate.json": "dependency bot configuration (Renovate)",
+    "renovate.json5": "dependency bot configuration (Renovate)",
+    ".renovaterc": "dependency bot configuration (Renovate)",
+    ".renovaterc.json": "dependency bot configuration (Renovate)",
     ".pre-commit-config.yaml": "hook configuration (pre-commit)",
     ".pre-commit-config.yml": "hook configuration (pre-commit)",
     ".pre-commit-hooks.yaml": "hook configuration (pre-commit)",
     "lefthook.yml": "hook configuration (lefthook)", ".lefthook.yml": "hook configuration",
     "lefthook.yaml": "hook configuration (lefthook)", ".huskyrc": "hook configuration",
     ".lintstagedrc": "hook configuration (lint-staged)", ".envrc": "shell hook (direnv)",
+    ".env": "environment file (read by compose, direnv and dotenv loaders)",
+    ".gitattributes": "git attributes (filters, diff and merge drivers)",
+    ".lfsconfig": "git configuration (Git LFS endpoints)",
+    ".pdbrc": "debugger start-up commands", ".pdbrc.py": "debugger start-up commands",
+    ".gdbinit": "debugger start-up commands",
     "makefile": "task runner (make)", "gnumakefile": "task runner (make)",
     "justfile": "task runner (just)", "taskfile.yml": "task runner (task)",
     "taskfile.yaml": "task runner (task)", "rakefile": "task runner (rake)",
     "tox.ini": "task runner (tox)", "noxfile.py": "task runner (nox)",
+    "dodo.py": "task runner (doit)", "fabfile.py": "task runner (Fabric)",
+    "sconstruct": "build script (SCons)", "sconscript": "build script (SCons)",
     "setup.py": "build script (setup.py)", "build.gradle": "build script (Gradle)",
-    "build.gradle.kts": "build script (Gradle)", "build.rs": "build script (Cargo)",
+    "build.gradle.kts": "build script (Gradle)", "settings.gradle": "build script (Gradle)",
+    "settings.gradle.kts": "build script (Gradle)", "gradlew": "build script (Gradle)",
+    "mvnw": "build script (Maven wrapper)", "pom.xml": "build configuration (Maven plugins)",
+    "build.rs": "build script (Cargo)",
     "cmakelists.txt": "build script (CMake)", "meson.build": "build script (Meson)",
+    "build": "build file (Bazel)", "build.bazel": "build file (Bazel)",
+    "workspace": "build file (Bazel)", "workspace.bazel": "build file (Bazel)",
+    "module.bazel": "build file (Bazel)", ".bazelrc": "build configuration (Bazel)",
+    ".bazelversion": "toolchain pin (Bazelisk downloads and runs it)",
+    ".bazeliskrc": "toolchain configuration (where Bazelisk downloads Bazel)",
     "pyproject.toml": "build configuration (its build-system and entry-point tables run "
                       "code on install)",
     "package.json": "build configuration (its scripts run on install and by npm)",
+    "pipfile": "dependency definition (Pipenv: where packages come from)",
+    "pipfile.lock": "dependency lock (Pipenv: what is installed)",
+    "environment.yml": "dependency definition (conda)",
+    "environment.yaml": "dependency definition (conda)",
+    "gemfile": "dependency definition (Bundler runs it as Ruby)",
     "dockerfile": "build script (Docker)",
+    "compose.yml": "container definition (Compose)", "compose.yaml": "container definition "
+                                                                     "(Compose)",
     ".gitmodules": "submodule definition (CI and git fetch what it names)",
     ".npmrc": "package manager configuration (where dependencies come from)",
+    ".yarnrc": "package manager configuration (where dependencies come from)",
     ".yarnrc.yml": "package manager configuration (where dependencies come from)",
+    ".pnpmfile.cjs": "package manager hook (pnpm runs it on install)",
+    ".pnpmfile.mjs": "package manager hook (pnpm runs it on install)",
+    ".pylintrc": "linter configuration (its init-hook and plugins run code)",
+    "pylintrc": "linter configuration (its init-hook and plugins run code)",
+    ".flake8": "linter configuration (local plugins run code)",
+    "mypy.ini": "type checker configuration (plugins run code)",
+    ".mypy.ini": "type checker configuration (plugins run code)",
     "procfile": "deploy definition", "netlify.toml": "deploy definition",
     "vercel.json": "deploy definition",
 }
+# where the tool looks at the top of the repository only: elsewhere the name is ordinary
+# code (a Celery app's tasks.py)
+RUN_LATER_TOP = {"tasks.py": "task runner (invoke)", "tasks/__init__.py": "task runner (invoke)",
+                 "fabfile/__init__.py": "task runner (Fabric)"}
 RUN_LATER_PATTERNS = (("*.mk", "task runner (make include)"),
-                      ("dockerfile.*", "build script (Docker)"))
+                      ("dockerfile.*", "build script (Docker)"),
+                      ("*.dockerfile", "build script (Docker)"),
+                      ("docker-compose*.yml", "container definition (Compose)"),
+                      ("docker-compose*.yaml", "container definition (Compose)"),
+                      ("*.bzl", "build file (Bazel)"),
+                      ("sconscript*", "build script (SCons)"),
+                      ("*.run.xml", "editor run configuration (IntelliJ)"),
+                      (".env.*", "environment file (read by compose, direnv and dotenv "
+                                 "loaders)"),
+                      ("requirements*.txt", "dependency definition (pip)"),
+                      ("constraints*.txt", "dependency definition (pip)"),
+                      ("*.gemspec", "build script (RubyGems runs it as Ruby)"),
+                      ("gruntfile.*", "task runner (Grunt)"),
+                      ("gulpfile.*", "task runner (gulp)"),
+                      ("jakefile*", "task runner (Jake)"))
 EDITOR_TASKS = {".vscode/tasks.json", ".vscode/launch.json", ".vscode/settings.json",
                 ".idea/workspace.xml", ".theia/tasks.json"}
+RUN_LATER_PAIRS = {".cargo/config": "build configuration (Cargo runners and aliases)",
+                   ".cargo/config.toml": "build configuration (Cargo runners and aliases)"}
+# JavaScript and TypeScript tools load their configuration by running it
+JS_SUFFIXES = ("js", "cjs", "mjs", "ts", "cts", "mts")
+JS_TOOLS = frozenset({
+    "webpack", "rollup", "vite", "vitest", "jest", "babel", "eslint", "prettier", "postcss",
+    "tailwind", "next", "nuxt", "svelte", "astro", "playwright", "cypress", "karma",
+    "stylelint", "commitlint", "lint-staged", "release", "tsup", "esbuild", "gatsby",
+    "metro", "craco", "vue", "quasar", "nodemon", "docusaurus", "wdio", "nightwatch",
+    "ava", "protractor", "snowpack", "parcel", "electron-builder", "remix", "turbo",
+    "knip", "size-limit", "drizzle", "codegen", "lefthook", "histoire", "unocss", "windi"})
 
 
-def run_later(rel: str, kind: str, allowed: tuple[str, ...] | list[str] = ()) -> str | None:
-    """Why an added or modified `rel` is a file another tool runs later (and so protected),
-    or None: it is not one, it was removed, or `allowed` (-allow-change) names it."""
-    if kind == "removed":
+def _js_config(name: str) -> str | None:
+    """'rc' for `.eslintrc.js`-style files, the tool for `webpack.config.js`-style ones, ""
+    for another `NAME.config.js`/`NAME.conf.js`, None when `name` is neither."""
+    stem, dot, suffix = name.rpartition(".")
+    if not dot or suffix not in JS_SUFFIXES:
         return None
+    if stem.startswith(".") and stem.endswith("rc"):
+        return "rc"
+    tool, dot, kind = stem.rpartition(".")
+    if dot and kind in ("config", "conf") and tool:
+        return tool if tool in JS_TOOLS else ""
+    return None
+
+
+def run_later_kind(rel: str, tree: set[str] | frozenset[str] = frozenset()) -> str | None:
+    """What runs `rel` later, by its name and place (`tree`: the paths around it, before and
+    after the change, in lower case), or None when nothing does."""
     parts = _lower_parts(rel)
     name = parts[-1]
-    what = None
+    where = "/" + "/".join(parts[:-1]) + "/"
     if "/".join(parts[-2:]) in EDITOR_TASKS:
-        what = "editor task file (the editor runs what it names)"
-    elif ".git" in parts[:-1] and parts[parts.index(".git") + 1:][:1] == ["hooks"]:
-        what = "git hook"
-    elif name in RUN_LATER_FILES:
-        what = RUN_LATER_FILES[name]
-    elif any(fnmatch.fnmatchcase(name, pattern) for pattern, _ in RUN_LATER_PATTERNS):
-        what = next(w for p, w in RUN_LATER_PATTERNS if fnmatch.fnmatchcase(name, p))
-    else:   # in such a directory, or the directory itself (a link to one elsewhere)
-        what = next((RUN_LATER_DIRS[p] for p in parts if p in RUN_LATER_DIRS), None)
-    if what is None or any(fnmatch.fnmatchcase(rel, glob) for glob in allowed):
+        return "editor task file (the editor runs what it names)"
+    if "/".join(parts[-2:]) in RUN_LATER_PAIRS:
+        return RUN_LATER_PAIRS["/".join(parts[-2:])]
+    if ".git" in parts[:-1] and parts[parts.index(".git") + 1:][:1] == ["hooks"]:
+        return "git hook"
+    if name in RUN_LATER_FILES:
+        return RUN_LATER_FILES[name]
+    if "/".join(parts) in RUN_LATER_TOP:
+        return RUN_LATER_TOP["/".join(parts)]
+    for pattern, what in RUN_LATER_PATTERNS:
+        if fnmatch.fnmatchcase(name, pattern):
+            return what
+    for sub, what in RUN_LATER_SUBDIRS.items():
+        if f"/{sub}/" in where:
+            return what
+    folder = rel.rpartition("/")[0].lower()
+    beside = (lambda other: f"{folder}/{other}" if folder else other)
+    if name == "conf.py" and ({"docs", "doc"} & set(parts[:-1]) or
+                              {beside("index.rst"), beside("index.md")} & tree):
+        return "docs build configuration (Sphinx runs conf.py)"
+    tool = _js_config(name)
+    if tool:
+        return "tool configuration (the JavaScript tool runs it when it loads it)"
+    if tool == "" and (len(parts) == 1 or beside("package.json") in tree):
+        return "tool configuration (a JavaScript tool beside package.json runs it)"
+    if name in ("docs", "doc"):     # a link standing for a docs directory
+        return "docs directory (link): Sphinx and MkDocs run the configuration in it"
+    # in such a directory, or the directory itself (a link to one elsewhere)
+    return next((RUN_LATER_DIRS[p] for p in parts if p in RUN_LATER_DIRS), None)
+
+
+def run_later(rel: str, kind: str, allowed: tuple[str, ...] | list[str] = (),
+              tree: set[str] | frozenset[str] = frozenset(),
+              run_by: dict[str, str] | None = None) -> str | None:
+    """Why an added or modified `rel` is a file another tool runs later (and so protected),
+    or None: it is not one, it was removed, or `allowed` (-allow-change) names it. `tree`
+    holds the paths around it in lower case; `run_by` maps a script to the run-later file that names it (`named_to_run`)."""
+    if kind == "removed" or any(fnmatch.fnmatchcase(rel, glob) for glob in allowed):
+        return None
+    what = run_later_kind(rel, tree)
+    if what is None and run_by and rel in run_by:
+        return (f"run later: {rel}: {run_by[rel]} runs it, so other tools execute it after "
+                "the change is accepted; allow it with -allow-change")
+    if what is None:
         return None
     return (f"run later: {rel}: {what}, which other tools execute after the change is "
             "accepted; allow it with -allow-change")
+
+
+# What a run-later file names that runs: a word after one of these programs or options...
+RUNNERS = frozenset({
+    "python", "python3", "python2", "py", "pypy", "pypy3", "node", "nodejs", "deno", "bun",
+    "tsx", "ts-node", "ruby", "perl", "php", "lua", "bash", "sh", "zsh", "dash", "ksh", "fish",
+    "source", ".", "pwsh", "powershell", "exec", "eval", "env", "sudo", "xargs", "call",
+    "run", "start", "nohup", "time", "nice",
+    "-f", "--file", "-r", "--requirement", "-c", "--constraint", "--config", "-e",
+    "--rcfile", "--init-file", "-x", "include", "-include"})
+# ...any word naming a script of these kinds...
+SCRIPT_SUFFIXES = (".sh", ".bash", ".zsh", ".fish", ".ksh", ".ps1", ".psm1", ".bat",
+                   ".cmd", ".mk", ".bzl")
+# ...or the first word of a command, when what it names can run or configure a run
+RUNNABLE = (".py", ".js", ".cjs", ".mjs", ".ts", ".cts", ".mts", ".rb", ".pl", ".php",
+            ".lua", ".yml", ".yaml", ".toml", ".cfg", ".ini", ".json", ".xml", ".groovy",
+            ".gradle", ".kts", ".nix", ".jl", ".r", ".txt") + SCRIPT_SUFFIXES
+_LINE_KEY = re.compile(r"^\s*(?:-\s+)*(?:[A-Za-z0-9_.\-]+\s*[:=](?:\s+|$))?")
+_SEPARATORS = re.compile(r"&&|\|\||\$\(|\$\{|[;|`()=<]")
+_STRIP = "\"'`,;:()[]{}<>=\\"
+_IMPORT = re.compile(r"^\s*(?:from|import)\s+(\w+)", re.M)
+NOT_RUN = ("license", "licence", "copying", "readme", "notice", "authors", "changelog")
+NAMED_LIMIT = 1_000_000      # bytes read of one run-later file
+NAMED_FILES = 2_000          # run-later files read in one check
+
+
+def _words_that_run(text: str, make: bool, every: bool) -> list[str]:
+    """The words of a run-later file's text in a place where they may name something it
+    runs (see RUNNERS, SCRIPT_SUFFIXES, RUNNABLE): in a Makefile, commands on recipe lines
+    only; with `every`, every word (a file that lists the hooks it loads)."""
+    found = []
+    for line in text.splitlines():
+        if len(line) > 4000:
+            line = line[:4000]
+        recipe = not make or line.startswith("\t")
+        for n, segment in enumerate(_SEPARATORS.split(line[_LINE_KEY.match(line).end():])):
+            words = [w.strip(_STRIP) for w in segment.split()]
+            for i, word in enumerate(words):
+                if not word or word.startswith(("-", "$", "%")) and "/" not in word:
+                    continue
+                low = word.lower()
+                before = words[i - 1].lower().rpartition("/")[2] if i else ""
+                runs = every or low.endswith(SCRIPT_SUFFIXES) or word.startswith("./") or (
+                    recipe and (i == 0 or before in RUNNERS or before.startswith("python")))
+                if runs:
+                    found.append(word)
+                if before == "-m" and recipe and re.fullmatch(r"[\w.]+", word):
+                    module = word.replace(".", "/")     # python -m tools.ci
+                    found += [module + ".py", module + "/__main__.py"]
+    return found
+
+
+def _backend(text: str) -> list[str]:
+    """The in-tree build backend a pyproject.toml names (`backend-path` and
+    `build-backend`): pip runs it on install."""
+    module = re.search(r"^\s*build-backend\s*=\s*[\"']([\w.]+)", text, re.M)
+    where = re.search(r"^\s*backend-path\s*=\s*\[([^\]]*)\]", text, re.M)
+    if not module or not where:
+        return []
+    path = module.group(1).partition(":")[0].replace(".", "/")
+    return [f"{folder.strip()}/{path}{end}" for folder in re.findall(r"[\"']([^\"']*)[\"']",
+                                                                      where.group(1))
+            for end in (".py", "/__init__.py")]
+
+
+def _runnable(path: str) -> bool:
+    name = path.rpartition("/")[2].lower()
+    suffix = "." + name.rpartition(".")[2] if "." in name.lstrip(".") else ""
+    return (not suffix and not name.startswith(NOT_RUN)) or suffix in RUNNABLE
+
+
+def _resolve(word: str, folder: str, paths: dict[str, str],
+             names: dict[str, list[str]]) -> list[str]:
+    """The file of the tree (`paths`: lowered path -> path; `names`: lowered file name ->
+    paths) that `word`, written in a file in `folder`, names: relative to that folder or to
+    the top (after a `$VAR/` or `${{ ... }}/` prefix), a local action directory's
+    `action.yml`, or else, for a word that looks like a path run from a directory of its own
+    (`cd tools && ./ci.sh`), every file of the tree whose path ends with it."""
+    if "://" in word or len(word) > 500:
+        return []
+    word = re.sub(r"^.*(?:[$}%~][^/]*)/", "", word.replace("\\", "/")).lstrip("/")
+    if not word:
+        return []
+    for base in dict.fromkeys((folder, "")):
+        clean = posixpath.normpath(posixpath.join(base, word)).lower()
+        if clean.startswith("..") or clean == ".":
+            continue
+        for candidate in (clean, clean + "/action.yml", clean + "/action.yaml"):
+            found = paths.get(candidate)
+            if found is not None and _runnable(found):
+                return [found]
+    clean = posixpath.normpath(word).lower()
+    if "." not in clean.rpartition("/")[2] and "/" not in clean or clean.startswith(".."):
+        return []
+    return [p for p in names.get(clean.rpartition("/")[2], ())
+            if p.lower().endswith("/" + clean) and _runnable(p)]
+
+
+def _own(rel: str) -> bool:
+    """Whether `rel` is the project's own, not a dependency's or version control's."""
+    return not ({".git", "node_modules", "site-packages", ".venv", "venv", ".tox", ".nox"}
+                & set(rel.lower().split("/")[:-1]))
+
+
+def named_to_run(before: set[str], changes: Changes, original: Callable[[str], bytes | None],
+                 current: Callable[[str], bytes | None]) -> dict[str, str]:
+    """Every file of the tree that a run-later file names to run (`bash tools/ci.sh`,
+    `entry: python tools/lint.py`, `./scripts/deploy.sh`, a Makefile recipe, a hook file
+    `mkdocs.yml` lists), and the files those name in turn: file -> the file that names it.
+    Read: each run-later file at the base (`original`) and as changed (`current`), up to
+    NAMED_LIMIT bytes each and NAMED_FILES files in all."""
+    removed = set(changes.removed)
+    tree = (set(before) | set(changes.added)) - removed
+    paths = {p.lower(): p for p in sorted(tree)}
+    lowered = frozenset(paths)
+    names: dict[str, list[str]] = {}
+    for low, path in paths.items():
+        names.setdefault(low.rpartition("/")[2], []).append(path)
+    changed = set(changes.added) | set(changes.modified)
+    queue = [(p, original) for p in sorted(before) if _own(p) and run_later_kind(p, lowered)]
+    queue += [(p, current) for p in sorted(changed) if _own(p) and run_later_kind(p, lowered)]
+    run_by: dict[str, str] = {}
+    seen: set[tuple[str, bool]] = set()
+    for rel, read in queue:
+        if (rel, read is current) in seen or len(seen) >= NAMED_FILES:
+            continue
+        seen.add((rel, read is current))
+        try:
+            data = read(rel)
+        except OSError:
+            data = None
+        if not data or len(data) > NAMED_LIMIT or b"\x00" in data[:8192]:
+            continue
+        text = data.decode("utf-8", "replace")
+        name = rel.rpartition("/")[2].lower()
+        make = name in ("makefile", "gnumakefile") or name.endswith(".mk")
+        folder = rel.rpartition("/")[0]
+        every = name in ("mkdocs.yml", "mkdocs.yaml")
+        words = _words_that_run(text, make, every)
+        if name == "pyproject.toml":
+            words += _backend(text)
+        targets = [t for word in words for t in _resolve(word, folder, paths, names)]
+        if name.endswith(".py") and folder:
+            # a script imports its neighbours first (its directory is sys.path[0]); at the
+            # top they are the project's own code
+            targets += [paths[low] for module in sorted(set(_IMPORT.findall(text)))
+                        for low in (f"{folder}/{module}.py".lower(),
+                                    f"{folder}/{module}/__init__.py".lower()) if low in paths]
+        for target in targets:
+            if target == rel or target in run_by:
+                continue
+            run_by[target] = rel
+            if target in before:
+                queue.append((target, original))
+            if target in changed:
+                queue.append((target, current))
+    return run_by
 
 
 def new_tests(changes: Changes, facts: Facts | None = None) -> list[str]:
