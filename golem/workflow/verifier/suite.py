@@ -449,6 +449,46 @@ def seal_mac(key: bytes) -> str:
     return hmac.new(key, b"golem-seal-v1", hashlib.sha256).hexdigest()
 
 
+def _read_tests(result: SuiteResult, record: dict, ids: list, outcome: str,
+                tests: dict[str, str], left: dict[str, int], keyed: bool) \
+        -> tuple[str | None, bool | None]:
+    """One `test` or `tests` record (the tests in `ids` had `outcome`) into `result`. `left`
+    holds how many more reports each test may have (collected, less reported; a test never
+    collected may be reported once, when the stream is not keyed). Returns the problem the
+    record shows, and whether it is forged (None: malformed)."""
+    pseudo = bool(record.get("pseudo"))
+    file = record.get("file")
+    file = file if isinstance(file, str) else None
+    origins = record.get("origins")
+    origins = [o for o in origins if isinstance(o, str)] if isinstance(origins, list) else None
+    failing = outcome in FAILING
+    files, found = result.files, result.origins
+    for test_id in ids:
+        if type(test_id) is not str:
+            return "malformed", None
+        prior = tests.get(test_id)
+        if not pseudo:
+            count = left.get(test_id)
+            if count is None:
+                if keyed:
+                    return f"a test the runner never collected was reported: {test_id}", True
+                count = 1
+            if count <= 0 and (not failing or prior not in FAILING):
+                return f"a test was reported twice: {test_id}", True
+            left[test_id] = count - 1
+        if failing or prior not in FAILING:
+            tests[test_id] = outcome
+        if pseudo:
+            result.pseudo.add(test_id)
+        if file is not None:
+            files.setdefault(test_id, file)
+        if origins is not None:     # one list shared by the record's tests, never changed
+            held = found.setdefault(test_id, origins)
+            if held is not origins:
+                found[test_id] = held + origins
+    return None, False
+
+
 def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = b"") -> None:
     """Fill `result` from the records golem's driver or plugin streamed during the run. With
     `key`, the stream must end with the seal only the driver's own `main` can have asked for,
@@ -460,7 +500,7 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = 
     end: dict = {}
     problem = None
     collected: dict[str, int] | None = None
-    reported: dict[str, int] = {}
+    left: dict[str, int] = {}       # test id -> how many more reports it may have
     forged = False
     decode = json.JSONDecoder().decode
     for number, line in enumerate(raw.splitlines(), 1):
@@ -502,35 +542,28 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = 
                 forged = True
                 problem = "the evidence holds two collections"
                 break
-            collected = {}      # id -> how many times the runner collected it
-            for each in ids if isinstance(ids, list) else ():
-                if isinstance(each, str):
-                    collected[each] = collected.get(each, 0) + 1
-        elif kind == "test":
-            test_id, outcome = record.get("id"), record.get("outcome")
-            if not isinstance(test_id, str) or outcome not in OUTCOMES:
+            ids = ids if isinstance(ids, list) else []
+            # id -> how many times the runner collected it (most often, each once)
+            collected = dict.fromkeys(ids, 1) if set(map(type, ids)) <= {str} else None
+            if collected is None or len(collected) != len(ids):
+                collected = {}
+                for each in ids:
+                    if isinstance(each, str):
+                        collected[each] = collected.get(each, 0) + 1
+            before, left = left, dict(collected)
+            for each, count in before.items():      # reported before the collection
+                left[each] = left.get(each, 1) + count - 1
+        elif kind == "test" or kind == "tests":
+            ids = [record.get("id")] if kind == "test" else record.get("ids")
+            outcome = record.get("outcome")
+            if not isinstance(ids, list) or outcome not in OUTCOMES:
                 problem = f"record {number} of the evidence is malformed"
                 break
-            if not record.get("pseudo"):
-                if key and (collected is None or test_id not in collected):
-                    forged = True
-                    problem = f"a test the runner never collected was reported: {test_id}"
-                    break
-                reported[test_id] = reported.get(test_id, 0) + 1
-                if reported[test_id] > (collected or {}).get(test_id, 1) and (
-                        outcome not in FAILING or tests.get(test_id) not in FAILING):
-                    forged = True
-                    problem = f"a test was reported twice: {test_id}"
-                    break
-            if tests.get(test_id) not in FAILING or outcome in FAILING:
-                tests[test_id] = outcome
-            if record.get("pseudo"):
-                result.pseudo.add(test_id)
-            if isinstance(record.get("file"), str):
-                result.files.setdefault(test_id, record["file"])
-            if isinstance(record.get("origins"), list):
-                result.origins.setdefault(test_id, []).extend(
-                    o for o in record["origins"] if isinstance(o, str))
+            why, fake = _read_tests(result, record, ids, outcome, tests, left, bool(key))
+            if why:
+                problem = why if fake else f"record {number} of the evidence is malformed"
+                forged = bool(fake)
+                break
         elif kind == "read":
             path, by = record.get("path"), record.get("by")
             if isinstance(path, str) and isinstance(by, str):

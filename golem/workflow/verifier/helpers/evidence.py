@@ -35,6 +35,7 @@ except ImportError:                     # pragma: no cover - an interpreter with
     _ctypes = None
 _O_ACCMODE = getattr(os, "O_ACCMODE", 3)
 _sep, _isinstance, _type, _vars, _callable = os.sep, isinstance, type, vars, callable
+_id, _set = id, set
 _ModuleType = _type(sys)
 _FunctionType = _type(lambda: None)
 _DESCRIPTORS = (classmethod, staticmethod, property)
@@ -69,18 +70,20 @@ def _json(value) -> str:
     return _json(str(value))
 
 
-_TAILS = {}
+FAILING = ("failed", "error")
 
 
 class Stream:
     """The record stream to golem (nothing is written when golem did not start the run)."""
 
-    __slots__ = ("fd", "_held", "_size", "_since")  # none can stand in for `emit`
+    # none can stand in for `emit`
+    __slots__ = ("fd", "_held", "_size", "_since", "_key", "_head", "_ids")
 
     def __init__(self):
         fd = _environ.pop("GOLEM_EVIDENCE_FD", "")
         self.fd = int(fd) if fd.isdigit() else -1
         self._held, self._size, self._since = [], 0, _monotonic()
+        self._key, self._head, self._ids = None, "", []
         if self.fd >= 0:
             try:    # no program this process starts or becomes inherits it
                 _set_inheritable(self.fd, False)
@@ -89,6 +92,7 @@ class Stream:
 
     def emit(self, **record) -> None:
         if self.fd >= 0:
+            self._close_group()
             self._held.append(_json(record) + "\n")
             self.flush()
 
@@ -96,31 +100,43 @@ class Stream:
         """Write what `test` held back. Passing tests are written in batches (at most 16 KiB
         or 50 ms old), failures and every other record at once: the seal, not the moment of
         writing, is what makes a passing outcome golem's."""
+        self._close_group()
         held, self._held, self._size, self._since = self._held, [], 0, _monotonic()
         if held and self.fd >= 0:
             self._write("".join(held))
 
     def test(self, test_id, outcome, file, pseudo, origins) -> None:
-        """One finished test: `emit(e="test", ...)` with the repeated parts serialised once."""
+        """One finished test. Consecutive tests with the same outcome, file and origins go
+        in one record, `{"e":"tests","outcome":...,"file":...,"pseudo":...,"origins":[...],
+        "ids":[...]}`: what they share is serialised and read once."""
         if self.fd < 0:
             return
-        key = (outcome, file, pseudo, id(origins))
-        tail = _TAILS.get(key)
-        if tail is not None and tail[1] is not origins:
-            tail = None
-        if tail is None:
-            tail = _TAILS[key] = (self._tail(outcome, file, pseudo, origins), origins)
-        line = '{"e":"test","id":' + _json(test_id) + tail[0]
-        self._held.append(line)
-        self._size += len(line)
-        if outcome in ("failed", "error") or self._size > 16384 or \
-                _monotonic() - self._since > 0.05:
+        key = self._key
+        if key is None or key[0] is not origins or key[1] != outcome or key[2] != file \
+                or key[3] != pseudo:
+            if key is None or key[1] != outcome or key[2] != file or key[3] != pseudo \
+                    or key[0] != origins:
+                self._close_group()
+                self._head = ('{"e":"tests","outcome":' + _json(outcome) + ',"file":'
+                              + _json(file) + ',"pseudo":' + _json(pseudo) + ',"origins":'
+                              + _json(list(origins)) + ',"ids":[')
+            self._key = (origins, outcome, file, pseudo)
+        self._ids.append(test_id)       # serialised with the batch (`_close_group`)
+        self._size += len(test_id) + 3 if _type(test_id) is str else 64
+        if outcome in FAILING or self._size > 16384 or _monotonic() - self._since > 0.05:
             self.flush()    # a failure at once: it is evidence even if the run never ends
 
-    @staticmethod
-    def _tail(outcome, file, pseudo, origins) -> str:
-        return (',"outcome":' + _json(outcome) + ',"file":' + _json(file) + ',"pseudo":'
-                + _json(pseudo) + ',"origins":' + _json(list(origins)) + "}\n")
+    def _close_group(self) -> None:
+        ids = self._ids
+        if ids:
+            joined = "".join(ids) if _set(map(_type, ids)) == {str} else None
+            if joined is not None and joined.isprintable() and '"' not in joined \
+                    and "\\" not in joined:
+                text = '"' + '","'.join(ids) + '"'     # the common case, nothing to escape
+            else:
+                text = ",".join([_json(i) for i in ids])
+            self._held.append(self._head + text + "]}\n")
+            self._ids = []
 
     def _write(self, text: str) -> None:
         data = text.encode("utf-8", "surrogatepass")
@@ -157,6 +173,8 @@ def relative(path, cwd: str):
 
 def code_file(obj):
     """The file the code of a function (or method, or wrapped function) was compiled from."""
+    if _type(obj) is _FunctionType and "__wrapped__" not in obj.__dict__:
+        return obj.__code__.co_filename     # the common case, without a failed lookup
     for _ in range(20):
         wrapped = getattr(obj, "__wrapped__", None) if not _isinstance(obj, _type) else None
         if wrapped is None:
@@ -167,16 +185,19 @@ def code_file(obj):
     return getattr(code, "co_filename", None)
 
 
-_ORIGIN = {}     # function (or code object) -> (it, its workspace file or None)
+_ORIGIN = {}     # function (or the id of another callable) -> (it, cwd, its workspace file)
 
 
 def origin(obj, cwd: str):
-    """The workspace file the code of `obj` comes from, once per function."""
+    """The workspace file the code of `obj` comes from, once per function. A function is
+    its own key (its hash is its identity, and `id` is an audited call, which every audit
+    hook of the process sees)."""
     key = getattr(obj, "__func__", obj)
-    held = _ORIGIN.get(id(key))
+    slot = key if _type(key) is _FunctionType else _id(key)
+    held = _ORIGIN.get(slot)
     if held is None or held[0] is not key or held[1] != cwd:
         held = (key, cwd, relative(code_file(obj), cwd))    # `key` kept alive: its id stays
-        _ORIGIN[id(key)] = held
+        _ORIGIN[slot] = held
     return held[2]
 
 
@@ -196,7 +217,7 @@ _CLASS_ORIGINS = {}
 def class_origins(cls, cwd: str) -> list:
     """`origins` of `class_code(cls)`, computed once per class: what a test records costs
     the same however many methods its class has."""
-    key = (id(cls), cwd)
+    key = (cls if _type(cls) is _type else _id(cls), cwd)    # a metaclass may hash
     held = _CLASS_ORIGINS.get(key)
     if held is None or held[0] is not cls:
         held = (cls, origins(class_code(cls), cwd))     # the class kept alive: its id stays
@@ -213,12 +234,23 @@ def test_origins(objects, cls, cwd: str) -> list:
     return found
 
 
+def _own(klass) -> bool:
+    module = getattr(klass, "__module__", "")
+    return not (module in ("builtins",) or module == "unittest" or module.startswith("unittest."))
+
+
+def class_names(cls) -> set:
+    """The names the classes `class_code` reads define: the code of a test method named
+    here is among its class's."""
+    return {name for klass in getattr(cls, "__mro__", ()) if _own(klass)
+            for name in list(_vars(klass))}
+
+
 def class_code(cls) -> list:
     """The functions a class and its bases (outside unittest and the builtins) define."""
     found = []
     for klass in getattr(cls, "__mro__", ()):
-        module = getattr(klass, "__module__", "")
-        if module in ("builtins",) or module == "unittest" or module.startswith("unittest."):
+        if not _own(klass):
             continue
         for value in list(_vars(klass).values()):
             if _callable(value) or _isinstance(value, _DESCRIPTORS):
@@ -282,21 +314,49 @@ def changed(before: dict, after: dict) -> list:
     return names
 
 
-def namespace(objects) -> dict:
-    """label -> identity of the callables and classes in test modules and test classes, to
-    see whether the run rebound them (a test module's `add`, a test class's `test_add`)."""
-    found = {}
+def namespace(objects) -> list:
+    """The callables and classes in test modules and test classes, to see whether the run
+    rebound them (a test module's `add`, a test class's `test_add`): for each (label, live
+    namespace) of `objects`, key -> identity. A function is kept as itself: reading its code
+    or defaults is an audited event, and the audit hook (`_audit`) keeps every function
+    whose code or defaults are set from now on instead. Labels are made only for what
+    `rebound` names."""
+    found = []
+    function, identity = _FunctionType, _identity
     for label, space in objects:
+        kept = {}
         for key, value in list(space.items()):
-            if _callable(value) or _isinstance(value, _DESCRIPTORS):
-                found[label + "." + key] = _identity(value)
-    return found
+            if _type(value) is function:
+                kept[key] = value
+            elif _callable(value) or _isinstance(value, _DESCRIPTORS):
+                kept[key] = identity(value)
+        found.append((label, space, kept))
+    return found, len(_SET)
 
 
-def rebound(before: dict, after: dict) -> list:
-    """Labels of `namespace` entries that the run replaced or removed."""
-    return [label for label, old in before.items()
-            if label not in after or any(a is not b for a, b in zip(old, after[label]))]
+def rebound(before) -> list:
+    """Labels of `namespace` entries that the run replaced or removed since `before`, or
+    whose code or defaults it changed (and did not put back)."""
+    snapshot, mark = before
+    first = {}
+    for obj, name, old in _SET[mark:]:
+        first.setdefault((_id(obj), name), (obj, name, old))
+    altered = {_id(obj) for obj, name, old in first.values()
+               if getattr(obj, name, None) is not old}
+    names = []
+    function, missing = _FunctionType, object()
+    for label, space, kept in snapshot:
+        for key, old in kept.items():
+            new = space.get(key, missing)
+            if new is old and _type(new) is function:
+                if not altered or _id(new) not in altered:
+                    continue
+            elif new is not missing and _type(old) is tuple:
+                now = _identity(new)
+                if len(now) == len(old) and all(a is b for a, b in zip(old, now)):
+                    continue
+            names.append(label + "." + key)
+    return names
 
 
 _CODE = (".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd")
@@ -362,6 +422,10 @@ SEAL_MESSAGE = b"golem-seal-v1"
 _AUDITED = frozenset({"sys._current_frames", "gc.get_objects", "gc.get_referrers",
                       "gc.get_referents", "sys.settrace", "sys.setprofile", "os.exec"})
 _FD_LISTS = ("/proc/self/fd", "/dev/fd", "/proc/thread-self/fd")
+_SET_NAMES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+# (function, attribute, its value before) for every function whose code or defaults were set
+# since the audit started: what `rebound` checks instead of reading every function
+_SET = []
 
 
 class Sealed:
@@ -473,6 +537,7 @@ def _audit(fd: int, sealer: list) -> None:
     write, fstat, get_ident, getpid, isinstance_, len_ = _write, _fstat, _get_ident, \
         _getpid, _isinstance, len
     audited, fd_lists, error = _AUDITED, _FD_LISTS, RuntimeError
+    set_names, function, getattr_, keep = _SET_NAMES, _FunctionType, getattr, _SET.append
     pid = getpid()
     identity = fstat(fd)
     identity = (identity.st_dev, identity.st_ino)
@@ -488,6 +553,8 @@ def _audit(fd: int, sealer: list) -> None:
         write(fd, b'{"e":"audit","event":"' + kind.encode("ascii") + b'"}\n')
 
     def hook(event, args):
+        if event == "object.__getattr__" or event == "builtins.id":
+            return      # the most frequent events, first out
         if event in audited:
             if event == "sys._current_frames" and sealer and get_ident() == sealer[0]:
                 return
@@ -511,7 +578,12 @@ def _audit(fd: int, sealer: list) -> None:
         elif event == "fcntl.fcntl":
             if args and args[0] == fd:
                 report("descriptor probed")
-        elif event == "object.__setattr__" and len_(args) > 1 and args[1] == "__code__":
-            report("code swapped")
+        elif event == "object.__setattr__" and len_(args) > 1:
+            name = args[1]
+            if name in set_names and isinstance_(args[0], function):
+                # kept with what it was before (read here: audited, and seen as nothing)
+                keep((args[0], name, getattr_(args[0], name, None)))
+                if name == "__code__":
+                    report("code swapped")
 
     _addaudithook(hook)

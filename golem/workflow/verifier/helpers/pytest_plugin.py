@@ -29,7 +29,7 @@ class Plugin:
         self.items = {}
         self.outcomes = {}
         self.spaces = []
-        self.collected = {}
+        self.collected = ([], 0)
         self.before = None
 
     def _rel(self, path):
@@ -106,6 +106,6 @@ class Plugin:
         if self.before is None:
             return
         replaced = self.evidence.changed(self.before, self._machinery())
-        replaced += self.evidence.rebound(self.collected, self.evidence.namespace(self.spaces))
+        replaced += self.evidence.rebound(self.collected)
         if replaced:
             self.stream.emit(e="guard", replaced=replaced)

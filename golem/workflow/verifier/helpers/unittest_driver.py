@@ -38,6 +38,8 @@ evidence = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(evidence)
 
 _exit, _getcwd, _isinstance, _type, _vars = os._exit, os.getcwd, isinstance, type, vars
+_callable, _origin, _any = callable, evidence.origin, any
+_TEST_ID = unittest.TestCase.id
 STREAM = evidence.Stream()
 CWD = os.path.realpath(_getcwd())
 PSEUDO_TYPES = ("_ErrorHolder", "_FailedTest")
@@ -62,29 +64,41 @@ def _failed_module_file(name):
 
 
 def _describe(test):
-    """(id, file, is pseudo, origins) for one test."""
-    test_id = test.id()
-    kind = _type(test).__name__
-    if kind == "_FailedTest":
-        return test_id, _failed_module_file(test._testMethodName or ""), True, []
-    if kind == "_ErrorHolder":
-        # "setUpClass (pkg.test_mod.Case)" or "setUpModule (pkg.test_mod)"
-        inner = test.description.rpartition("(")[2].rstrip(")")
-        module = inner if inner in sys.modules else inner.rpartition(".")[0]
-        return test_id, _module_file(module), True, []
+    """(id, file, is pseudo, origins) for one test, at a cost that does not grow with its
+    class: what the tests of a class share is found once."""
     cls = _type(test)
     held = _CLASSES.get(cls)
-    if held is None:    # once per class: what every test of it shares
-        held = _CLASSES[cls] = (_module_file(cls.__module__), evidence.class_origins(cls, CWD))
+    if held is None:
+        kind = cls.__name__
+        if kind == "_FailedTest":
+            return test.id(), _failed_module_file(test._testMethodName or ""), True, []
+        if kind == "_ErrorHolder":
+            # "setUpClass (pkg.test_mod.Case)" or "setUpModule (pkg.test_mod)"
+            inner = test.description.rpartition("(")[2].rstrip(")")
+            module = inner if inner in sys.modules else inner.rpartition(".")[0]
+            return test.id(), _module_file(module), True, []
+        # its module's file, the files its code comes from, the names its classes define
+        # (and the start of its tests' ids, when it keeps unittest's `id`)
+        held = _CLASSES[cls] = (_module_file(cls.__module__), evidence.class_origins(cls, CWD),
+                                evidence.class_names(cls),
+                                unittest.util.strclass(cls) + "." if getattr(cls, "id", None) is _TEST_ID
+                                else None)
     found = held[1]
-    objects = [getattr(test, getattr(test, "_testMethodName", "") or "", None),
-               getattr(test, "_testFunc", None)]
-    objects += [v for v in _vars(test).values() if callable(v)]
-    for obj in objects:
-        rel = evidence.origin(obj, CWD) if obj is not None else None
+    name = getattr(test, "_testMethodName", "") or ""
+    if name not in held[2]:     # a test method its classes do not define (`__getattr__`)
+        rel = _origin(getattr(test, name, None), CWD)
         if rel and rel not in found:
             found = [*found, rel]
-    return test_id, held[0], False, found
+    values = _vars(test).values()
+    if _any(map(_callable, values)):        # a function test, or one kept by setUp
+        for value in values:
+            if _callable(value):
+                rel = _origin(value, CWD)
+                if rel and rel not in found:
+                    found = [*found, rel]
+    if held[3] is None or _type(name) is not str:
+        return test.id(), held[0], False, found
+    return held[3] + name, held[0], False, found
 
 
 _CLASSES = {}       # test class -> (its module's file, the files its code comes from)
@@ -157,8 +171,7 @@ def _flatten(suite):
 
 class _Program(unittest.TestProgram):
     only = None
-    collected = ()
-    spaces = {}
+    collected = ([], 0)
 
     def createTests(self, *args, **kwargs):
         super().createTests(*args, **kwargs)
@@ -170,15 +183,16 @@ class _Program(unittest.TestProgram):
         STREAM.emit(e="collected", count=len(tests),
                     ids=[t.id() for t in tests if _type(t).__name__ not in PSEUDO_TYPES])
         spaces, seen = [], set()
-        for test in tests:
-            for owner in (_type(test), sys.modules.get(_type(test).__module__)):
-                if owner is not None and id(owner) not in seen and \
-                        _type(test).__name__ not in PSEUDO_TYPES:
+        for cls in dict.fromkeys(map(_type, tests)):    # each class once, in order
+            if cls.__name__ in PSEUDO_TYPES:
+                continue
+            for owner in (cls, sys.modules.get(cls.__module__)):
+                if owner is not None and id(owner) not in seen:
                     seen.add(id(owner))
                     label = getattr(owner, "__qualname__", None) or owner.__name__
                     spaces.append((owner.__module__ + "." + label if _isinstance(owner, type)
                                    else owner.__name__, _vars(owner)))
-        _Program.spaces = spaces
+        del tests       # each test is let go once it ran, as unittest does
         _Program.collected = evidence.namespace(spaces)
         super().runTests()
 
@@ -222,7 +236,7 @@ def main():
         _exit(2)
     result = program.result
     replaced = evidence.changed(before, _machinery())
-    replaced += evidence.rebound(_Program.collected, evidence.namespace(_Program.spaces))
+    replaced += evidence.rebound(_Program.collected)
     if replaced:
         STREAM.emit(e="guard", replaced=replaced)
     ok = result.wasSuccessful() and result.testsRun > 0 and not replaced

@@ -1,0 +1,186 @@
+"""What a graded run costs per test: the tests of a class share a record, golem reads them in
+one pass, and the run keeps nothing of a test once it ran. The security checks on the stream
+and the guard hold for the shared records as they do for single ones."""
+
+import json
+import os
+import sys
+import tempfile
+import textwrap
+import unittest
+
+from golem.tools import process
+from golem.tools.process import command_env
+from golem.workflow.verifier.scratch import Phase
+from golem.workflow.verifier.suite import (SuiteResult, TestCommand, _read_stream, plan_for,
+                                           run_suite, seal_mac)
+
+PY = sys.executable
+KEY = b"k" * 32
+
+
+def stream(*records, seal: bool = True) -> bytes:
+    lines = [json.dumps(r) for r in records]
+    if seal:
+        lines.append(json.dumps({"e": "seal", "mac": seal_mac(KEY)}))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def read(raw: bytes) -> SuiteResult:
+    result = SuiteResult(0, False, "", 0.0, "unittest-json")
+    _read_stream(result, raw, False, KEY)
+    return result
+
+
+START = {"e": "start", "runner": "unittest", "cwd": "/ws"}
+COLLECTED = {"e": "collected", "count": 3, "ids": ["m.C.a", "m.C.b", "m.C.c"]}
+END = {"e": "end", "ok": True, "tests_run": 3, "exit": 0}
+
+
+def group(ids, outcome="passed", origins=("m.py",)):
+    return {"e": "tests", "outcome": outcome, "file": "m.py", "pseudo": False,
+            "origins": list(origins), "ids": ids}
+
+
+class SharedRecordsTest(unittest.TestCase):
+    """golem's reading of `tests` records, each naming the tests that share an outcome."""
+
+    def test_a_shared_record_counts_for_each_test_it_names(self):
+        result = read(stream(START, COLLECTED, group(["m.C.a", "m.C.b"]),
+                             group(["m.C.c"], "failed", ["m.py", "lib.py"]), END))
+        self.assertIsNone(result.problem)
+        self.assertEqual(result.tests, {"m.C.a": "passed", "m.C.b": "passed",
+                                        "m.C.c": "failed"})
+        self.assertEqual(result.files, {"m.C.a": "m.py", "m.C.b": "m.py", "m.C.c": "m.py"})
+        self.assertEqual(result.origins["m.C.c"], ["m.py", "lib.py"])
+        self.assertEqual(result.origins["m.C.a"], ["m.py"])
+
+    def test_a_test_never_collected_is_forged(self):
+        result = read(stream(START, COLLECTED, group(["m.C.a", "m.C.zz"]), END))
+        self.assertIn("never collected", result.problem)
+        self.assertEqual(result.tests, {})
+
+    def test_a_test_reported_twice_is_forged(self):
+        result = read(stream(START, COLLECTED, group(["m.C.a", "m.C.b", "m.C.c"]),
+                             group(["m.C.a"]), END))
+        self.assertIn("reported twice", result.problem)
+        self.assertEqual(result.tests, {})
+
+    def test_a_test_that_failed_may_fail_again(self):      # subtests report each failure
+        result = read(stream(START, COLLECTED, group(["m.C.a"], "failed"),
+                             group(["m.C.a"], "failed"), group(["m.C.b", "m.C.c"]), END))
+        self.assertIsNone(result.problem)
+        self.assertEqual(result.failing, ["m.C.a"])
+
+    def test_names_that_are_not_text_are_malformed(self):
+        for ids in ([1], "m.C.a", None):
+            result = read(stream(START, COLLECTED, group(ids), END))
+            self.assertIn("malformed", result.problem, ids)
+
+    def test_an_unsealed_stream_keeps_only_failures(self):
+        result = read(stream(START, COLLECTED, group(["m.C.a", "m.C.b"]),
+                             group(["m.C.c"], "error"), END, seal=False))
+        self.assertIn("not sealed", result.problem)
+        self.assertEqual(result.tests, {"m.C.c": "error"})
+
+
+MANY = textwrap.dedent("""\
+    import unittest
+    import weakref
+
+    GONE = []
+
+
+    def helper(x=1):
+        return x
+
+
+    class First(unittest.TestCase):
+        def test_00_first(self):
+            GONE.append(weakref.ref(self))
+    {methods}
+
+    class Then(unittest.TestCase):
+        def test_the_first_test_was_let_go(self):
+            import gc
+            gc.collect()
+            self.assertIsNone(GONE[0]())
+    """)
+
+
+class DriverTest(unittest.TestCase):
+    """The unittest driver run as golem runs it."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.root = os.path.realpath(tmp.name)
+        os.mkdir(os.path.join(self.root, "tests"))
+        home = os.path.join(self.root, "home")
+        os.mkdir(home)
+        self.env = command_env(home, home)
+        self.phase = Phase("cost")
+        self.addCleanup(self.phase.close)
+        self.plan = plan_for(TestCommand([PY, "-m", "unittest", "discover", "-s", "tests"],
+                                         "unittest", "-test"), self.env, self.root)
+
+    def put(self, text: str, extra: str = "") -> None:
+        methods = "".join(f"    def test_{i:02d}(self):\n        pass\n\n"
+                          for i in range(1, 30))
+        with open(os.path.join(self.root, "tests", "test_many.py"), "w") as handle:
+            handle.write(text.format(methods=methods) + extra)
+
+    def test_the_tests_of_a_class_share_a_record(self):
+        self.put(MANY)
+        run = self.phase.run()
+        argv = self.plan.argv(self.root, run, self.phase.helpers())
+        done = process.run(argv, cwd=self.root, env=run.env(self.env), timeout=120,
+                           cap=200_000, evidence=1_000_000, seal=KEY)
+        records = [json.loads(line) for line in done.evidence.splitlines()]
+        shared = [r for r in records if r["e"] in ("test", "tests")]
+        # one record for the tests of a class that ran together (a batch older than 50 ms
+        # is written at once, so a slow machine may split it; never into one per test)
+        self.assertLess(len(shared), 31, shared)
+        self.assertEqual(sum(len(r["ids"]) for r in shared), 31)
+        result = SuiteResult(done.exit_code, False, done.output, 0.0, "unittest-json")
+        _read_stream(result, done.evidence, done.evidence_truncated, KEY)
+        self.assertIsNone(result.problem)
+        self.assertEqual(len(result.tests), 31)
+        self.assertEqual(set(result.tests.values()), {"passed"})
+
+    def suite(self) -> SuiteResult:
+        return run_suite(self.plan, cwd=self.root, env=self.env, run=self.phase.run(),
+                         helpers=self.phase.helpers(), timeout=120)
+
+    def test_each_test_is_let_go_once_it_ran(self):
+        self.put(MANY)
+        result = self.suite()
+        self.assertTrue(result.passed, result.output)
+        self.assertEqual(result.tests["test_many.Then.test_the_first_test_was_let_go"],
+                         "passed")
+
+    def test_defaults_changed_by_the_run_are_named(self):
+        for change, named in (("helper.__defaults__ = (2,)", True),
+                              ("helper.__code__ = (lambda x=1: 2).__code__", True),
+                              ("old = helper.__defaults__\n"
+                               "        helper.__defaults__ = (2,)\n"
+                               "        helper.__defaults__ = old", False)):
+            with self.subTest(change=change):
+                self.put(MANY, textwrap.dedent("""\
+
+                    helper.__kwdefaults__ = {{}}      # at import: before the guard looks
+
+                    class Changes(unittest.TestCase):
+                        def test_change(self):
+                            {change}
+                    """).format(change=change.replace("\n        ", "\n        ")))
+                result = self.suite()
+                guard = [t for t in result.tests if t.startswith("golem: the code under")]
+                self.assertEqual(bool(guard), named, (guard, result.output))
+                if named:
+                    self.assertIn("test_many.helper", guard[0])
+                    self.assertFalse(result.passed)
+
+
+if __name__ == "__main__":
+    unittest.main()
