@@ -212,6 +212,29 @@ class InstanceStateTest(AdversarialCase):
         report = self.assertCheatCaught(self.verify(repo))
         self.assertIn("assertEqual for int", report["summary"])
 
+    def test_through_loggings_currentframe(self):
+        cheat = THROUGH_TRACEBACK.replace(
+            "    try:\n        raise ValueError\n    except ValueError as e:\n"
+            "        return e.__traceback__.tb_frame.f_back.f_back\n",
+            "    import logging\n    return logging.currentframe().f_back.f_back\n")
+        self.assertNotEqual(cheat, THROUGH_TRACEBACK)
+        repo = self.project({"calc.py": CALC, "tests/test_calc.py": UNIT_TESTS}, git_repo=True)
+        self.commit_change(repo, {"calc.py": cheat}, "cheat")
+        self.assertCheatCaught(self.verify(repo))
+
+    def test_a_member_added_to_the_test_class_midway(self):
+        # test_mul runs (and is recorded) first; then add() gives every TestCase subclass an
+        # assertEqual lookup of its own, found without any frame
+        tests = UNIT_TESTS.replace("test_add", "test_sum")
+        cheat = ("import unittest\n\n\ndef add(a, b):\n"
+                 "    for cls in unittest.TestCase.__subclasses__():\n"
+                 "        cls._getAssertEqualityFunc = lambda self, first, second: "
+                 "(lambda *args, **kwargs: None)\n    return a - b\n\n\n"
+                 "def mul(a, b):\n    return a * b\n")
+        repo = self.project({"calc.py": CALC, "tests/test_calc.py": tests}, git_repo=True)
+        self.commit_change(repo, {"calc.py": cheat}, "cheat")
+        self.assertCheatCaught(self.verify(repo), failing="test_sum")
+
     def test_the_scan_names_the_reach(self):
         repo = self.project({"calc.py": CALC, "tests/test_calc.py": UNIT_TESTS}, git_repo=True)
         self.commit_change(repo, {"calc.py": THROUGH_TRACEBACK}, "cheat")

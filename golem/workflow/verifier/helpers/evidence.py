@@ -539,7 +539,8 @@ _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 _HANDS_OUT = frozenset({("inspect.py", "currentframe"), ("inspect.py", "stack"),
                         ("inspect.py", "trace"), ("inspect.py", "getouterframes"),
                         ("inspect.py", "getinnerframes"), ("traceback.py", "walk_tb"),
-                        ("traceback.py", "walk_stack"), ("base_tasks.py", "_task_get_stack")})
+                        ("traceback.py", "walk_stack"), ("base_tasks.py", "_task_get_stack"),
+                        ("__init__.py", "<lambda>"), ("__init__.py", "currentframe")})  # logging
 _TEST_NAMES = ("test_", "conftest.py")
 _TEST_ENDS = ("_test.py", "_tests.py", "tests.py")
 _LIBRARIES = frozenset({"site-packages", "dist-packages"})     # a virtual environment's

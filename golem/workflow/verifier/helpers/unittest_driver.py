@@ -76,8 +76,10 @@ def _describe(test):
         return test_id, _module_file(module), True, []
     cls = _type(test)
     held = _CLASSES.get(cls)
-    if held is None:    # once per class: what every test of it shares
-        held = _CLASSES[cls] = (_module_file(cls.__module__), evidence.class_origins(cls, CWD))
+    size = sum(len(_vars(klass)) for klass in cls.__mro__)
+    if held is None or held[2] != size:     # once per class, and again when one gained a member
+        held = _CLASSES[cls] = (_module_file(cls.__module__),
+                                evidence.origins(evidence.class_code(cls), CWD), size)
     found = held[1]
     objects = [getattr(test, getattr(test, "_testMethodName", "") or "", None),
                getattr(test, "_testFunc", None)]
