@@ -110,6 +110,7 @@ def facts_for(setup: Setup, baseline, snap: Snapshot, changes, trees_changed,
         facts.outside_names = interp.names
         facts.suffixes = interp.suffixes
     facts.read_by_tests(baseline.result.reads)
+    facts.plugins = set(baseline.result.plugins)
     root = where or setup.workspace.root
     facts.doctests = doctest_changes(
         changes, baseline.result.tests or {}, baseline.result.files,

@@ -27,6 +27,12 @@ REACH = {"sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_re
          "sys.settrace", "sys.setprofile", "threading.settrace", "threading.setprofile",
          "ctypes.CDLL", "ctypes.PyDLL", "ctypes.cdll.LoadLibrary", "ctypes.string_at",
          "ctypes.memmove", "ctypes.cast", "ctypes.pythonapi"}
+# attributes that reach a frame (a test's `self`, pytest's item) or the runner's own state
+REACH_ATTRS = {"__traceback__", "tb_frame", "f_back", "f_locals", "gi_frame", "cr_frame",
+               "ag_frame", "pluginmanager", "_type_equality_funcs"}
+# what tells golem's graded run from a plain one
+DETECTS = {"sys.flags", "sys.orig_argv", "sys._xoptions", "sys.pycache_prefix"}
+OWNED = RUNNERS | {"doctest"}        # modules whose objects the code under test leaves alone
 FRAMES = {"inspect.stack", "inspect.currentframe", "inspect.getouterframes", "inspect.trace",
           "sys._getframe", "traceback.extract_stack", "traceback.walk_stack"}
 
@@ -268,7 +274,7 @@ class Finder:
             item = stack.pop()
             if isinstance(item, ast.Attribute):
                 owner = self.dotted(item.value)
-                if owner.split(".")[0] in RUNNERS:
+                if owner.split(".")[0] in OWNED:
                     self.add(item, "runner-patch", f"{owner}.{item.attr}",
                              f"{verb} {owner}.{item.attr}: changes how tests run or report")
                 elif self._computed(item.value):
@@ -298,6 +304,18 @@ class Finder:
         return None
 
     visit_ImportFrom = visit_Import
+
+    def visit_Attribute(self, node: ast.Attribute):
+        if node.attr in REACH_ATTRS:
+            self.add(node, "reach", node.attr, f"reads .{node.attr}: reaches the frames of its "
+                     "callers (a test's self) or the test runner's own state")
+            return None
+        name = self.dotted(node)
+        if name in DETECTS:
+            self.add(node, "reach", name, f"reads {name}: tells golem's graded run from a "
+                     "plain one")
+            return []       # one finding for sys.flags.isolated
+        return None
 
     def visit_Subscript(self, node: ast.Subscript):
         if self.dotted(node) == "__main__":
@@ -338,7 +356,7 @@ class Finder:
                      "graph or raw memory")
         elif name in ("setattr", "delattr") and node.args:
             owner = self.dotted(node.args[0])
-            if owner.split(".")[0] in RUNNERS:
+            if owner.split(".")[0] in OWNED:
                 self.add(node, "runner-patch", f"{owner}.*", f"{name} on {owner}: changes "
                          "how tests run or report")
             elif self._computed(node.args[0]):

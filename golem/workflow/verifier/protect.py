@@ -94,6 +94,7 @@ class Facts:
     named_data: dict[str, str] = field(default_factory=dict)  # named by a test: file -> test
     allow_change: tuple[str, ...] = ()      # -allow-change: files run later that may change
     run_by: dict[str, str] = field(default_factory=dict)    # script -> run-later file naming it
+    plugins: set[str] = field(default_factory=set)  # modules pytest loaded as plugins at baseline
 
     def read_by_tests(self, reads: dict[str, set[str]]) -> None:
         """Take as test data every file the baseline's tests (or their helpers and fixtures)
@@ -238,6 +239,9 @@ def reason(rel: str, kind: str, facts: Facts) -> str | None:
     top = len(parts) == 1
     if name == "conftest.py":
         return "runner machinery: conftest.py changes how pytest collects and reports tests"
+    if rel in facts.plugins:
+        return (f"runner machinery: pytest loaded {rel} as a plugin in the baseline's run; its "
+                "hooks change how tests are collected and reported")
     if name in HOOKS or name.endswith(".pth"):
         return f"interpreter start-up hook: {rel} runs code when Python starts"
     if any(p.endswith(METADATA) for p in parts[:-1]) or name.endswith(METADATA):

@@ -84,6 +84,7 @@ class SuiteResult:
     reads: dict[str, set[str]] = field(default_factory=dict)    # file -> code that read it
     notes: list[str] = field(default_factory=list)     # what golem's runner helpers said
     audit: set[str] = field(default_factory=set)       # what the test process reached for
+    plugins: set[str] = field(default_factory=set)     # workspace files pytest loaded as plugins
 
     @property
     def failing(self) -> list[str]:
@@ -568,6 +569,8 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = 
             path, by = record.get("path"), record.get("by")
             if isinstance(path, str) and isinstance(by, str):
                 result.reads.setdefault(path, set()).add(by)
+        elif kind == "plugins":
+            result.plugins.update(f for f in record.get("files") or [] if isinstance(f, str))
         elif kind == "note":
             if isinstance(record.get("message"), str) and len(result.notes) < 20:
                 result.notes.append(record["message"][:500])

@@ -541,7 +541,7 @@ def _audit(fd: int, sealer: list) -> None:
     pid = getpid()
     identity = fstat(fd)
     identity = (identity.st_dev, identity.st_ino)
-    seen = set()
+    seen, text = set(), _text
 
     def report(kind):
         if kind in seen or len_(seen) > 200:
@@ -550,11 +550,28 @@ def _audit(fd: int, sealer: list) -> None:
         now = fstat(fd)
         if (now.st_dev, now.st_ino) != identity:
             raise error("golem: the evidence stream was replaced")
-        write(fd, b'{"e":"audit","event":"' + kind.encode("ascii") + b'"}\n')
+        write(fd, b'{"e":"audit","event":' + text(kind).encode("utf-8", "surrogatepass")
+              + b'}\n')
+
+    def reached():
+        me = get_ident()
+        if me in busy:
+            return      # the hook's own frame lookup
+        busy.add(me)
+        try:
+            where = reacher(getframe(2))
+        finally:
+            busy.discard(me)
+        if where is not None:
+            report("frame reached by " + where)
 
     def hook(event, args):
-        if event == "object.__getattr__" or event == "builtins.id":
-            return      # the most frequent events, first out
+        if event == "object.__getattr__":       # the most frequent events, first out
+            if len_(args) > 1 and args[1] in frame_attrs:
+                reached()
+            return
+        if event == "builtins.id":
+            return
         if event in audited:
             if event == "sys._current_frames" and sealer and get_ident() == sealer[0]:
                 return
@@ -585,5 +602,79 @@ def _audit(fd: int, sealer: list) -> None:
                 keep((args[0], name, getattr_(args[0], name, None)))
                 if name == "__code__":
                     report("code swapped")
+        elif event == "sys._getframe":
+            reached()
 
+    frame_attrs, busy, getframe = _FRAME_ATTRS, set(), _getframe
+    reacher = _frame_reacher(_realpath(os.getcwd()))
     _addaudithook(hook)
+
+
+# frames reached through a traceback, a generator or coroutine, or sys._getframe (with `f_back`
+# and `f_locals` from there: a test's `self`, pytest's item); functions of the standard library
+# that hand such frames to their caller are looked through, to the code that asked
+_FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+_HANDS_OUT = frozenset({("inspect.py", "currentframe"), ("inspect.py", "stack"),
+                        ("inspect.py", "trace"), ("inspect.py", "getouterframes"),
+                        ("inspect.py", "getinnerframes"), ("traceback.py", "walk_tb"),
+                        ("traceback.py", "walk_stack"), ("base_tasks.py", "_task_get_stack"),
+                        ("__init__.py", "<lambda>"), ("__init__.py", "currentframe")})  # logging
+_TEST_NAMES = ("test_", "conftest.py")
+_TEST_ENDS = ("_test.py", "_tests.py", "tests.py")
+_LIBRARIES = frozenset({"site-packages", "dist-packages"})     # a virtual environment's
+
+
+def _frame_reacher(root: str):
+    """A function: the frame that reached for a frame -> the workspace file (not a test file
+    by name) whose code asked, or None."""
+    basename, prefix = os.path.basename, root + _sep
+
+    def reacher(frame):
+        for _ in range(8):
+            if frame is None:
+                return None
+            code = frame.f_code
+            name = code.co_filename
+            if not name.startswith(prefix):
+                if (basename(name), code.co_name) not in _HANDS_OUT:
+                    return None
+                frame = frame.f_back
+                continue
+            rel = name[len(prefix):].replace(_sep, "/")
+            parts = rel.lower().split("/")
+            if parts[-1].startswith(_TEST_NAMES) or parts[-1].endswith(_TEST_ENDS) or any(
+                    p.startswith("test") or p.endswith(("_test", "_tests")) or p in _LIBRARIES
+                    for p in parts[:-1]):
+                return None     # the tests' own code (protected), or an installed library
+            return rel
+        return None
+
+    return reacher
+
+
+# -- a plain run ------------------------------------------------------------------------------
+#
+# golem starts the test interpreter with -I and -X pycache_prefix: code that reads sys.flags or
+# sys.orig_argv could tell a graded run from a developer's `python -m unittest` and behave only
+# there. Those it reads as a plain run has them; what stays visible is in docs/verification.md.
+
+_PLAIN_FLAGS = ("isolated", "ignore_environment", "no_user_site", "safe_path")
+
+
+def look_plain(module: str, args: list) -> None:
+    """sys.flags, sys.orig_argv and sys._xoptions as `python -m MODULE ARGS` has them."""
+    flags = sys.flags
+    names = getattr(flags, "__match_args__", None)
+    if names and len(names) == len(flags):
+        values = tuple(_type(v)(0) if n in _PLAIN_FLAGS else v for n, v in zip(names, flags))
+        space = {"__slots__": (), "__module__": "sys", "n_fields": len(names),
+                 "n_sequence_fields": len(names), "n_unnamed_fields": 0,
+                 "__match_args__": names,
+                 "__repr__": lambda self: "sys.flags(" + ", ".join(
+                     n + "=" + repr(v) for n, v in zip(names, self)) + ")"}
+        for index, name in enumerate(names):
+            space[name] = property(lambda self, i=index: tuple.__getitem__(self, i))
+        sys.flags = _type("flags", (tuple,), space)(values)
+    if getattr(sys, "orig_argv", None):
+        sys.orig_argv = [sys.orig_argv[0], "-m", module, *args]
+    getattr(sys, "_xoptions", {}).pop("pycache_prefix", None)

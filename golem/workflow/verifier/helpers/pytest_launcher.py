@@ -11,6 +11,7 @@ leaves with os._exit, so no atexit handler of the code under test runs after it.
 
 import sys
 
+import doctest    # noqa: F401 - loaded before any code under test: the guard covers it
 import importlib.util
 import os
 
@@ -64,6 +65,7 @@ def main():
     sealed = evidence.Sealed.start(plugin.stream)   # before any code under test is imported
     args += _in_process(plugin.stream, args)
     sys.argv = ["pytest", *args]
+    evidence.look_plain("pytest", args)
     try:
         import pytest
         code = int(pytest.main(args, plugins=[plugin]))

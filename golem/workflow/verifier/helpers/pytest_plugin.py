@@ -7,15 +7,18 @@ imports nothing from pytest: pytest finds its hooks by name.
 Records (evidence.py): where pytest found its configuration; a failing collection, as a
 test of its own named after the file; each test's outcome (from its setup, call and
 teardown), the file it was collected from and the workspace files its code came from, once
-it has finished; and, at the end of the session, what the code under test replaced in
-pytest, pluggy or this plugin, and in the test modules and classes.
+it has finished; the workspace files of the modules pytest has as plugins after collection;
+and, at the end of the session, what the code under test replaced in pytest, pluggy, doctest
+or this plugin, and in the test modules and classes, and the plugins registered since
+collection.
 """
 
 import os
+import sys
 
 FAILING = ("failed", "error")
 RANK = {"error": 5, "failed": 4, "xpass": 3, "xfail": 2, "skipped": 1, "passed": 0}
-MACHINERY = ("_pytest", "pytest", "pluggy")
+MACHINERY = ("_pytest", "pytest", "pluggy", "doctest")
 
 
 class Plugin:
@@ -31,6 +34,7 @@ class Plugin:
         self.spaces = []
         self.collected = ([], 0)
         self.before = None
+        self.plugins = None
 
     def _rel(self, path):
         return self.evidence.relative(str(path) if path is not None else None, self.cwd)
@@ -68,6 +72,27 @@ class Plugin:
                         label = owner.__module__ + "." + label
                     self.spaces.append((label, vars(owner)))
         self.collected = self.evidence.namespace(self.spaces)
+        self.plugins = self._plugins(session.config)
+
+    def _plugins(self, config) -> dict:
+        """id -> (plugin, name) of every plugin registered now; the workspace files of their
+        modules go to golem once (its test machinery, protected like conftest.py)."""
+        manager = config.pluginmanager
+        try:
+            found = {id(p): (p, name) for name, p in manager.list_name_plugin()
+                     if p is not None}
+        except Exception:   # a plugin pytest itself cannot list: nothing here is trusted
+            found = {0: (None, "(they could not be listed)")}
+        if self.plugins is None:
+            files = set()
+            for plugin, _ in found.values():
+                module = plugin if isinstance(plugin, type(os)) else \
+                    sys.modules.get(getattr(type(plugin), "__module__", ""))
+                rel = self._rel(getattr(module, "__file__", None))
+                if rel:
+                    files.add(rel)
+            self.stream.emit(e="plugins", files=sorted(files))
+        return found
 
     def _machinery(self):
         import sys
@@ -107,5 +132,9 @@ class Plugin:
             return
         replaced = self.evidence.changed(self.before, self._machinery())
         replaced += self.evidence.rebound(self.collected)
+        if self.plugins is not None:    # registered while the tests ran: not the project's
+            replaced += [f"pytest's plugins (registered while the tests ran: {name})"
+                         for key, (_, name) in self._plugins(session.config).items()
+                         if key not in self.plugins]
         if replaced:
             self.stream.emit(e="guard", replaced=replaced)

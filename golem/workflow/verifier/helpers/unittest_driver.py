@@ -19,6 +19,7 @@ handler of the code under test runs after that record.
 import sys
 
 # Everything the driver uses is imported here, before the working directory is on sys.path.
+import doctest
 import importlib.util
 import os
 import traceback
@@ -44,6 +45,7 @@ STREAM = evidence.Stream()
 CWD = os.path.realpath(_getcwd())
 PSEUDO_TYPES = ("_ErrorHolder", "_FailedTest")
 _failed = {}            # test id -> outcome already reported as failing
+_tainted = set()        # tests whose assertEqual table the code under test rebound
 
 
 def _module_file(name):
@@ -68,6 +70,8 @@ def _describe(test):
     class: what the tests of a class share is found once."""
     cls = _type(test)
     held = _CLASSES.get(cls)
+    if held is not None and held[4] != sum(len(_vars(klass)) for klass in cls.__mro__):
+        held = None         # a class that gained a member mid-run: its code read again
     if held is None:
         kind = cls.__name__
         if kind == "_FailedTest":
@@ -78,11 +82,12 @@ def _describe(test):
             module = inner if inner in sys.modules else inner.rpartition(".")[0]
             return test.id(), _module_file(module), True, []
         # its module's file, the files its code comes from, the names its classes define
-        # (and the start of its tests' ids, when it keeps unittest's `id`)
+        # (and the start of its tests' ids, when it keeps unittest's `id`), and the size of
+        # its classes' namespaces
         held = _CLASSES[cls] = (_module_file(cls.__module__), evidence.class_origins(cls, CWD),
                                 evidence.class_names(cls),
                                 unittest.util.strclass(cls) + "." if getattr(cls, "id", None) is _TEST_ID
-                                else None)
+                                else None, sum(len(_vars(klass)) for klass in cls.__mro__))
     found = held[1]
     name = getattr(test, "_testMethodName", "") or ""
     if name not in held[2]:     # a test method its classes do not define (`__getattr__`)
@@ -96,9 +101,40 @@ def _describe(test):
                 rel = _origin(value, CWD)
                 if rel and rel not in found:
                     found = [*found, rel]
-    if held[3] is None or _type(name) is not str:
-        return test.id(), held[0], False, found
-    return held[3] + name, held[0], False, found
+    test_id = test.id() if held[3] is None or _type(name) is not str else held[3] + name
+    equality = _vars(test).get("_type_equality_funcs")
+    if equality is not None and not (_type(equality) is dict and len(equality) == len(_EQUALITY)
+                                     and all(equality.get(k) is v for k, v in _EQUALITY.items())):
+        for value in _equality(test, test_id, equality):
+            rel = _origin(value, CWD)
+            if rel and rel not in found:
+                found = [*found, rel]
+    return test_id, held[0], False, found
+
+
+_EQUALITY = dict(unittest.TestCase()._type_equality_funcs)     # what unittest maps by type
+
+
+def _equality(test, test_id, equality) -> list:
+    """The functions a test's assertEqual calls by type that are not unittest's own: code
+    from the tree under test, recorded with the test's origins (judged like them). Anything
+    else (unittest's name of another assert method, a function from outside the tree) gets a
+    guard record: the run is no evidence for that test."""
+    found, wrong = [], []
+    items = list(dict.items(equality)) if _isinstance(equality, dict) else [(None, None)]
+    for kind, func in items:
+        if _type(func) is str:
+            if _EQUALITY.get(kind) is func or str.__eq__(_EQUALITY.get(kind) or "", func):
+                continue
+            func = getattr(_type(test), func, None)     # a method of the test's own class
+        if func is not None and evidence.origin(func, CWD) is not None:
+            found.append(func)
+        else:
+            wrong.append(getattr(kind, "__qualname__", "?"))
+    if wrong:
+        _tainted.add(test_id)
+        STREAM.emit(e="guard", replaced=[f"assertEqual for {', '.join(wrong)} in {test_id}"])
+    return found
 
 
 _CLASSES = {}       # test class -> (its module's file, the files its code comes from)
@@ -106,6 +142,8 @@ _CLASSES = {}       # test class -> (its module's file, the files its code comes
 
 def _record(test, outcome):
     test_id, file, pseudo, origins = _describe(test)
+    if test_id in _tainted and outcome not in ("failed", "error"):
+        outcome = "error"   # its assertEqual was not unittest's: whatever it says, no evidence
     if _failed.get(test_id) and outcome == "passed":
         return      # a subtest failed: the test as a whole did
     if outcome in ("failed", "error"):
@@ -198,7 +236,7 @@ class _Program(unittest.TestProgram):
 
 
 def _machinery():
-    return evidence.members(("unittest",), [sys.modules[__name__], evidence])
+    return evidence.members(("unittest", "doctest"), [sys.modules[__name__], evidence])
 
 
 def _load_relocate():
@@ -215,6 +253,7 @@ def main():
         _Program.only, args = args[0].split("=", 1)[1], args[1:]
     sys.argv = ["python -m unittest", *args]
     _load_relocate().apply(CWD)     # the copy's code, never the workspace's
+    evidence.look_plain("unittest", args)
     sys.path.insert(0, CWD)     # what `python -m unittest` puts first
     STREAM.emit(e="start", runner="unittest", cwd=CWD)
     sealed = evidence.Sealed.start(STREAM)      # before any code under test is imported
