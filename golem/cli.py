@@ -578,7 +578,8 @@ def _handlers() -> dict:
     from golem import commands
     return {"fix": _agent_command, "run": _agent_command, "ask": _agent_command,
             "verify": _verify_command, "help": _help_command, "tools": commands.tools,
-            "trace": commands.trace, "undo": commands.undo, "demo": commands.demo,
+            "trace": commands.trace, "undo": commands.undo,
+            "demo": lambda args: commands.demo(args, _agent_command),
             "runs": commands.runs, "config": commands.show_config, "pick": _pick_command}
 
 

@@ -9,6 +9,7 @@ import shutil
 import sys
 import tempfile
 import time
+from typing import Callable
 
 from golem import config
 from golem.errors import UsageError
@@ -171,12 +172,12 @@ def show_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def demo(args: argparse.Namespace) -> int:
+def demo(args: argparse.Namespace, agent_command: Callable[..., int]) -> int:
     """`golem demo [-dir DIR] [-attempts N]`: the bundled broken calculator, fixed offline by
     the scripted model, in a temporary copy (removed afterwards, with its run) or in DIR
-    (kept); with -attempts, N scripted attempts of which the verified one is chosen."""
-    from golem.cli import _agent_command
-    from golem.demo import copy_example
+    (kept); with -attempts, N scripted attempts of which the verified one is chosen.
+    `agent_command` is the CLI's `fix` (the CLI dispatches here, so it passes it in)."""
+    from golem.llm.demo import copy_example
     from golem.flags import build_parser
     keep = args.dir
     if keep and os.path.lexists(keep):
@@ -204,7 +205,7 @@ def demo(args: argparse.Namespace) -> int:
             os.environ["GOLEM_STATE_DIR"] = os.path.join(tmp, "state")
         if keep and not args.quiet:
             print(f"copied the example to {target}", file=sys.stderr)
-        code = _agent_command(fix_args, undo_hint=bool(keep))
+        code = agent_command(fix_args, undo_hint=bool(keep))
         if keep and not args.quiet:
             print(f"the fixed copy stays in {target}; `golem undo -dir {target}` puts the "
                   "bugs back", file=sys.stderr)

@@ -7,7 +7,7 @@ import time
 import unittest
 
 from golem.agent import Budget, parse_duration, run
-from golem.demo import ScriptedProvider
+from golem.llm.demo import ScriptedProvider
 from golem.errors import OutOfTime, ProviderError, UsageError
 from golem.llm.types import Message, Request, Response, ToolCall, Usage
 from golem.tools import Context, default_registry

@@ -221,7 +221,7 @@ class Console(GolemCase):
             self.assertFalse(line.startswith(("VERIFIED", "::error")), line)
 
     def test_encoders_agree_with_their_destination(self):
-        from golem import encode
+        from golem.trace import encode
         self.assertEqual(encode.line("a\nb\x1b[2J"), "a\\nb\\x1b[2J")
         self.assertEqual(encode.html('<a href="x">'), "&lt;a href=&quot;x&quot;&gt;")
         self.assertEqual(encode.code("x|y", cell=True), "`x\\|y`")

@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from golem.demo import CALCULATOR_FIX
+from golem.llm.demo import CALCULATOR_FIX
 from golem.llm.recording import Recorder, Replayer, differences, first_difference
 from tests import fixtures
 from tests.fixtures import (AMBIENT, REPO_ROOT, TEST_CMD, GolemCase, last_json, make_repo,

@@ -6,6 +6,7 @@ import unittest
 from golem.llm.types import ToolCall
 from golem.tools import Context, default_registry, process
 from golem.tools.workspace import Workspace
+from golem.workflow.verifier.suite import runner_of
 from tests import fixtures
 
 EXAMPLE = fixtures.CALCULATOR
@@ -17,7 +18,8 @@ class RunTestsSelectTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, tmp)
         shutil.copytree(EXAMPLE, os.path.join(tmp, "repo"))
         env = process.command_env(tmp, tmp)
-        return default_registry(Context(Workspace(os.path.join(tmp, "repo")), argv, set(), env))
+        return default_registry(Context(Workspace(os.path.join(tmp, "repo")), argv, set(), env,
+                                        test_runner=runner_of(argv)))
 
     def call(self, registry, **args):
         return registry.call(ToolCall("1", "run_tests", args))

@@ -369,6 +369,7 @@ class RunTestsTest(ToolCase):
                  "    def test_good(self): pass\n"
                  "    def test_bad(self): self.fail('no')\n")
         self.context.test_argv = [sys.executable, "-m", "unittest", "discover", "-s", "tests"]
+        self.context.test_runner = "unittest"
         text = self.ok("run_tests", select="test_good")
         self.assertIn("-k test_good", text.splitlines()[0])
         self.assertIn("tests passed: exit code 0", text)

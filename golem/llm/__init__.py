@@ -7,58 +7,14 @@ match the protocol by shape. The registry maps a provider name to a factory that
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable
 
 from golem.errors import UsageError
+from golem.llm.base import KEYS, Provider, ProviderConfig, Secret
 from golem.llm.types import Message, Request, Response, ToolCall, ToolSpec, Usage
 
-__all__ = ["Message", "Provider", "ProviderConfig", "Request", "Response", "ToolCall",
-           "ToolSpec", "Usage", "make_provider", "provider_names"]
-
-
-class Provider(Protocol):
-    """What the agent loop needs from a model service."""
-
-    name: str
-
-    def complete(self, request: Request) -> Response:
-        """Return the model's next message, or raise ProviderError / OutOfTime."""
-        ...
-
-
-class Secret(str):
-    """A string that never shows itself in repr() or formatting of containers."""
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-
-@dataclass
-class ProviderConfig:
-    """How to reach one provider. Built by the CLI from flags and the environment."""
-
-    name: str
-    model: str
-    api_key: Secret | None = field(default=None, repr=False)
-    base_url: str | None = None
-    timeout: float = 300.0          # seconds for one HTTP call
-    max_attempts: int = 6           # first try plus retries
-    max_response_bytes: int = 8 * 1024 * 1024
-    max_tokens: int | None = None
-    on_retry: Callable[[dict], None] | None = field(default=None, repr=False)
-    retry_base: float = 0.5         # first backoff wait in seconds, doubled per retry
-    retry_cap: float = 8.0          # longest backoff wait
-    retry_after_cap: float = 60.0   # longest server-requested wait we honour
-    record: str | None = None       # append every HTTP exchange to this JSONL file
-    replay: str | None = None       # serve HTTP replies from this recording instead
-    replay_strict: bool = False     # a request that differs from the recording is an error
-    # How providers make HTTP exchanges (None: the network); make_provider sets it for
-    # record and replay, so provider code is the same online and offline.
-    transport: Callable[..., tuple] | None = field(default=None, repr=False)
-    on_event: Callable[[str, dict], None] | None = field(default=None, repr=False)
-    seed: int | None = None         # sent where the provider takes one (attempts differ)
-    attempt: int = 0                # which attempt of several this provider serves (1-based)
+__all__ = ["KEYS", "Message", "Provider", "ProviderConfig", "Request", "Response", "Secret",
+           "ToolCall", "ToolSpec", "Usage", "make_provider", "provider_names"]
 
 
 def _openrouter(config: ProviderConfig) -> Provider:
@@ -78,7 +34,7 @@ def _anthropic(config: ProviderConfig) -> Provider:
 
 
 def _demo(config: ProviderConfig) -> Provider:
-    from golem.demo import DemoProvider
+    from golem.llm.demo import DemoProvider
     return DemoProvider(config)
 
 
@@ -88,14 +44,6 @@ PROVIDERS: dict[str, Callable[[ProviderConfig], Provider]] = {
     "anthropic": _anthropic,
     "demo": _demo,
 }
-
-# Which environment variable holds each provider's key, and whether it is required.
-KEYS: dict[str, tuple[str, bool]] = {
-    "openrouter": ("OPENROUTER_API_KEY", True),
-    "openai": ("OPENAI_API_KEY", False),
-    "anthropic": ("ANTHROPIC_API_KEY", True),
-}
-
 
 def provider_names() -> list[str]:
     return sorted(PROVIDERS)

@@ -11,7 +11,7 @@ import secrets
 from typing import Any
 
 from golem.errors import ProviderError
-from golem.llm import KEYS, ProviderConfig
+from golem.llm.base import KEYS, ProviderConfig
 from golem.llm.http import error_detail, post_json
 from golem.llm.preflight import Probe
 from golem.llm.types import Message, Request, Response, ToolCall, Usage, count

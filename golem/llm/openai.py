@@ -13,7 +13,7 @@ import string
 from typing import Any
 
 from golem.errors import ProviderError
-from golem.llm import KEYS, ProviderConfig
+from golem.llm.base import KEYS, ProviderConfig
 from golem.llm.http import RETRY_STATUSES, error_code, error_detail, post_json
 from golem.llm.preflight import Probe
 from golem.llm.types import Message, Request, Response, ToolCall, Usage, count, dollars

@@ -7,52 +7,21 @@ registry never lets a tool end the run (only `OutOfTime` and Ctrl-C pass through
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any
 
-from golem import cancel
 from golem.errors import Cancelled, OutOfTime, ToolError
 from golem.llm.types import ToolCall, ToolSpec
-from golem.trace import redact
+from golem.outgoing import redact
+from golem.tools.base import Context, Tool
 
 __all__ = ["Context", "Registry", "Tool", "ToolResult", "default_registry"]
-
-
-@dataclass
-class Context:
-    """What tools may touch: the workspace, how commands run, and the test command."""
-
-    workspace: Any                      # golem.tools.workspace.Workspace
-    test_argv: list[str] | None = None
-    allow: set[str] = field(default_factory=set)
-    env: dict[str, str] = field(default_factory=dict)
-    wrap: Callable[[list[str]], list[str]] | None = None
-    command_timeout: float = 300.0
-    output_cap: int = 20_000
-    deadline: float | None = None
-
-    def timeout(self) -> float:
-        """The command timeout, shortened so no command outlives the wall budget."""
-        cancel.check()
-        if self.deadline is None:
-            return self.command_timeout
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise OutOfTime("wall-clock budget spent")
-        return min(self.command_timeout, left)
 
 
 @dataclass
 class ToolResult:
     text: str
     ok: bool = True
-
-
-@dataclass(frozen=True)
-class Tool:
-    spec: ToolSpec
-    run: Callable[..., str]
 
 
 _JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict, "boolean": bool}

@@ -7,7 +7,7 @@ import shutil
 
 from golem.errors import ToolError
 from golem.llm.types import ToolSpec
-from golem.tools import Context, Tool
+from golem.tools.base import Context, Tool
 from golem.tools import process
 
 
@@ -49,10 +49,9 @@ def run_command(ctx: Context, argv: list[str]) -> str:
     return describe(result, timeout)
 
 
-def _selected(argv: list[str], select: str) -> list[str]:
+def _selected(argv: list[str], runner: str, select: str) -> list[str]:
     """The test command narrowed to tests matching `select` (unittest and pytest: `-k`)."""
-    from golem.workflow.verifier.suite import runner_of
-    if runner_of(argv) not in ("unittest", "pytest"):
+    if runner not in ("unittest", "pytest"):
         raise ToolError("this test command cannot select tests; call run_tests without select")
     if select.startswith("-"):
         raise ToolError("select is a test name or a pattern, not an option")
@@ -63,7 +62,7 @@ def run_tests(ctx: Context, select: str = "") -> str:
     """Run the test command the person chose (or golem detected), or a selection of it."""
     if not ctx.test_argv:
         raise ToolError("this run has no test command")
-    argv = _selected(ctx.test_argv, select) if select else list(ctx.test_argv)
+    argv = _selected(ctx.test_argv, ctx.test_runner, select) if select else list(ctx.test_argv)
     program = shutil.which(argv[0], path=ctx.env.get("PATH")) or argv[0]
     result, timeout = _execute(ctx, [program, *argv[1:]])
     verdict = "passed" if result.exit_code == 0 and not result.timed_out else "failed"

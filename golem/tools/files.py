@@ -8,7 +8,8 @@ import re
 
 from golem.errors import ToolError
 from golem.llm.types import ToolSpec
-from golem.tools import Context, Tool, search
+from golem.tools import search
+from golem.tools.base import Context, Tool
 
 READ_LINES = 200            # lines read_file shows when no limit is given
 READ_CHARS = 40_000         # characters read_file returns at most

@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import Any, Iterable, TextIO
 
-from golem import encode
+from golem.trace import encode
 from golem.errors import UsageError
 from golem.outgoing import REDACTED, clip, finite, redact, redact_value
 from golem.trace.console import Console, Style
@@ -53,7 +53,7 @@ def _number(value: Any) -> float:
 def render(record: dict[str, Any]) -> str | None:
     """The console lines for one event, or None for events a person need not see live.
 
-    Each value from the run is one line's worth (`golem.encode.line`): a tool name, a test
+    Each value from the run is one line's worth (`golem.trace.encode.line`): a tool name, a test
     id or a message holding a line break cannot print a line of its own. Only the model's
     text keeps its lines, each one marked as the model's.
     """

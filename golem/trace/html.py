@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any, Callable, Iterable
 
-from golem import encode
+from golem.trace import encode
 from golem.errors import UsageError
 from golem.outgoing import redact_value
 from golem.trace import read_events
@@ -54,7 +54,7 @@ summary{cursor:pointer}
 
 
 def e(value: Any) -> str:
-    """Escape anything for HTML text or an attribute value (`golem.encode.html`)."""
+    """Escape anything for HTML text or an attribute value (`golem.trace.encode.html`)."""
     return encode.html(value)
 
 

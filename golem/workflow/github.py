@@ -1,7 +1,7 @@
 """GitHub Actions integration: a Markdown step summary and `::error` annotations.
 
 Every value from the run (the model's words, file names, test ids, reasons) is encoded for
-where it goes by `golem.encode`: inert Markdown in the summary, escaped data and properties
+where it goes by `golem.trace.encode`: inert Markdown in the summary, escaped data and properties
 in the workflow commands.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TextIO
 
-from golem import encode
+from golem.trace import encode
 from golem.tools.tree import open_append
 from golem.trace.text import printable
 

@@ -10,7 +10,7 @@ Pruning also removes golem's bytecode caches (`pycache/`) of workspaces no kept 
 in, so `golem runs` counts, and `-prune` frees, everything golem keeps.
 
 Another golem may be running at the same time: a run is going while its process holds the
-run's lock (golem/workflow/runs.py), and such a run is never pruned; a run whose process is
+run's lock (golem/workflow/state.py), and such a run is never pruned; a run whose process is
 gone without ending it (killed, or interrupted before it recorded an end) is shown as
 interrupted and pruned like any other. While some run is going, a stored file or a cache
 written or used in the last hour is kept (a snapshot being taken refers to its files before
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from golem.tools import tree
-from golem.workflow import runs
+from golem.workflow import state
 
 IN_PROGRESS = 24 * 3600     # seconds an unended run without a lock is taken to be going
 GRACE = 3600                # seconds a fresh stored file is safe from pruning
@@ -74,7 +74,7 @@ def _size_of(path: str) -> int:
 
 def _load(path: str) -> Run:
     run = Run(os.path.basename(path), path, own_bytes=_size_of(path),
-              going=runs.running(path))
+              going=state.running(path))
     try:
         with open(os.path.join(path, "run.json"), encoding="utf-8") as handle:
             manifest = json.load(handle)
@@ -104,7 +104,7 @@ def _load(path: str) -> Run:
 
 def list_runs() -> list[Run]:
     """Every run in the state directory, newest first."""
-    path = os.path.join(runs.state_dir(), "runs")
+    path = os.path.join(state.state_dir(), "runs")
     try:
         names = os.listdir(path)
     except OSError:
@@ -153,12 +153,12 @@ class Footprint:
 def footprint(found: list[Run]) -> Footprint:
     referenced = set().union(*(set(r.blobs) for r in found)) if found else set()
     kept = Footprint(runs=sum(r.own_bytes for r in found))
-    for name, info in _entries(os.path.join(runs.state_dir(), "store")):
+    for name, info in _entries(os.path.join(state.state_dir(), "store")):
         if stat.S_ISREG(info.st_mode):
             kept.store += info.st_size
             if name not in referenced:
                 kept.unreferenced += info.st_size
-    kept.pycache = _size_of(os.path.join(runs.state_dir(), "pycache"))
+    kept.pycache = _size_of(os.path.join(state.state_dir(), "pycache"))
     return kept
 
 
@@ -209,7 +209,7 @@ def prune(keep_runs: int, keep_size: int) -> Pruned:
             kept.remove(oldest)
             done.runs.append(oldest.id)
     for run_id in done.runs:
-        path = os.path.join(runs.state_dir(), "runs", run_id)
+        path = os.path.join(state.state_dir(), "runs", run_id)
         done.freed += _size_of(path)
         tree.remove_tree(path)
     left = list_runs()
@@ -223,12 +223,12 @@ def prune(keep_runs: int, keep_size: int) -> Pruned:
 
 def _collect_caches(workspaces: set[str], grace: float) -> int:
     """Remove the bytecode caches of workspaces no kept run worked in; bytes freed."""
-    path = os.path.join(runs.state_dir(), "pycache")
+    path = os.path.join(state.state_dir(), "pycache")
     freed = 0
     now = time.time()
     for name, info in _entries(path):
         cache = os.path.join(path, name)
-        owner = runs.cache_owner(cache)
+        owner = state.cache_owner(cache)
         if not stat.S_ISDIR(info.st_mode) or (owner and owner[0] in workspaces):
             continue
         used = owner[1] if owner else info.st_mtime
@@ -239,7 +239,7 @@ def _collect_caches(workspaces: set[str], grace: float) -> int:
             tree.remove_tree(cache)
         except (OSError, tree.TreeError):
             continue
-        for suffix in (".state", runs.OWNER):       # what golem keeps beside a cache
+        for suffix in (".state", state.OWNER):       # what golem keeps beside a cache
             try:
                 freed += os.lstat(cache + suffix).st_size
                 os.unlink(cache + suffix)
@@ -251,7 +251,7 @@ def _collect_caches(workspaces: set[str], grace: float) -> int:
 def _collect(referenced: set[str], grace: float) -> tuple[int, int]:
     """Remove stored files no run refers to (and abandoned partial copies), older than
     `grace` seconds."""
-    path = os.path.join(runs.state_dir(), "store")
+    path = os.path.join(state.state_dir(), "store")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:

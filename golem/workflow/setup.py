@@ -99,7 +99,8 @@ class Setup:
         """What the model's tools may touch, with the agent phase's environment and sandbox."""
         allow = set(self.options.allow)
         return Context(self.workspace, self.command.argv if self.command else None, allow,
-                       env, wrap, self.options.command_timeout)
+                       env, wrap, self.options.command_timeout,
+                       test_runner=self.command.runner if self.command else "")
 
     def __enter__(self) -> Setup:
         return self
