@@ -16,7 +16,7 @@ import time
 import unittest
 from types import SimpleNamespace
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.workflow.attempts import (Attempt, Spec, apply_to_workspace, choose, closest,
                                      parse_models)
 from golem.workflow.verifier.grade import Verdict

@@ -11,7 +11,7 @@ import os
 import time
 import unittest
 
-from golem.errors import OutOfTime, ProviderError
+from golem.core.errors import OutOfTime, ProviderError
 from golem.llm import Message, ProviderConfig, Request, Secret, make_provider
 from tests.fixtures import TEST_CMD, GolemCase, last_json, make_repo, read_trace, run_cli
 from tests.provider_server import Reply, chat

@@ -10,7 +10,7 @@ import re
 import subprocess
 import unittest
 
-from golem.flags import COMMANDS, build_parser, flag_names, subparser
+from golem.cli.flags import COMMANDS, build_parser, flag_names, subparser
 from tests.fixtures import REPO_ROOT, GolemCase, last_json, read, run_cli
 
 CLI_MD = os.path.join(REPO_ROOT, "docs", "cli.md")

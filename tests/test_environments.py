@@ -185,7 +185,7 @@ class DiscoveryTest(unittest.TestCase):
 
 class ParseTest(unittest.TestCase):
     def test_items(self):
-        from golem.values import variables
+        from golem.config.values import variables
         self.assertEqual(variables("PYTHONPATH=src,A=x,y z,B"), ["PYTHONPATH=src", "A=x,y z", "B"])
         self.assertEqual(variables(["A=1", "B=2,C=3"]), ["A=1", "B=2", "C=3"])
         for bad in ("HOME=/x", "GOLEM_STATE_DIR=/x", "MY_API_KEY=1", "1A=2", "A B=1"):

@@ -8,7 +8,7 @@ import sys
 import time
 import unittest
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.llm.preflight import Preflight, Probe
 from tests.fixtures import (GREEN, TEST_CMD, GolemCase, make_repo, read, read_trace,
                             run_cli)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import unittest
 
-from golem.errors import ProviderError
+from golem.core.errors import ProviderError
 from golem.llm import Message, ProviderConfig, Request, Secret, ToolCall, ToolSpec, make_provider
 from golem.llm.anthropic import BLOCKS, MAX_CONTINUATIONS
 from tests.fixtures import FIX_EDIT, TEST_CMD, GolemCase, make_repo, read, read_trace, run_cli

@@ -9,7 +9,7 @@ import time
 import unittest
 from unittest import mock
 
-from golem.errors import OutOfTime, ProviderError
+from golem.core.errors import OutOfTime, ProviderError
 from golem.llm import (Message, ProviderConfig, Request, Secret, ToolCall, ToolSpec,
                        make_provider)
 from golem.llm.openai import OpenAICompatible

@@ -7,7 +7,7 @@ import socket
 import time
 import unittest
 
-from golem.errors import OutOfTime, ProviderError
+from golem.core.errors import OutOfTime, ProviderError
 from golem.llm.http import post_json
 from tests.provider_server import ProviderServer, Reply, chat
 

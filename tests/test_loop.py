@@ -8,7 +8,7 @@ import unittest
 
 from golem.agent import Budget, parse_duration, run
 from golem.llm.demo import ScriptedProvider
-from golem.errors import OutOfTime, ProviderError, UsageError
+from golem.core.errors import OutOfTime, ProviderError, UsageError
 from golem.llm.types import Message, Request, Response, ToolCall, Usage
 from golem.tools import Context, default_registry
 from golem.tools.process import command_env

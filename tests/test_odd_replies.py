@@ -171,7 +171,7 @@ class Compression(GolemCase):
                                             max_attempts=1))
 
     def ask(self, reply):
-        from golem.errors import ProviderError
+        from golem.core.errors import ProviderError
         with ProviderServer([reply]) as server:
             try:
                 response = self.provider(server).complete(

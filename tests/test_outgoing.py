@@ -17,7 +17,7 @@ import os
 import unittest
 from urllib.parse import quote
 
-from golem.outgoing import redact
+from golem.core.outgoing import redact
 from golem.trace import Trace
 from golem.workflow.github import annotate, summary_markdown
 from tests.fixtures import FIX_EDIT, TEST_CMD, GolemCase, make_repo, read, run_cli

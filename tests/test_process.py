@@ -9,7 +9,7 @@ import time
 import unittest
 from unittest import mock
 
-from golem.errors import ToolError
+from golem.core.errors import ToolError
 from golem.tools import process
 from golem.tools.process import Completed, command_env, resolve_program, run
 from tests.fixtures import use_handler, wait_gone

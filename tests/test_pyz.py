@@ -58,7 +58,7 @@ class PyzTest(Shipped):
         with zipfile.ZipFile(pyz) as archive:
             names = archive.namelist()
         self.assertIn("__main__.py", names)
-        self.assertIn("golem/cli.py", names)
+        self.assertIn("golem/cli/__init__.py", names)
         self.assertIn("golem/llm/prices.json", names)
         self.assertIn("golem/examples/broken-calculator/calculator/core.py", names)
         self.assertIn("golem/workflow/verifier/helpers/unittest_driver.py", names)

@@ -13,7 +13,7 @@ import os
 import tempfile
 import unittest
 
-from golem.errors import ProviderError
+from golem.core.errors import ProviderError
 from golem.llm.http import post_json
 from golem.trace import Trace
 from tests.fixtures import FIX_EDIT, GolemCase, make_repo, read, run_cli

@@ -4,7 +4,7 @@ import tempfile
 import time
 import unittest
 
-from golem.errors import ToolError
+from golem.core.errors import ToolError
 from golem.llm.types import ToolCall, ToolSpec
 from golem.tools import Context, Registry, Tool, ToolResult, default_registry
 from golem.tools.process import command_env

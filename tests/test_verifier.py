@@ -12,7 +12,7 @@ import time
 import unittest
 from importlib.util import cache_from_source
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.tools.process import command_env
 from golem.trace import Trace
 from golem.workflow import runs

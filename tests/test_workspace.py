@@ -5,7 +5,7 @@ import threading
 import time
 import unittest
 
-from golem.errors import ToolError, UsageError
+from golem.core.errors import ToolError, UsageError
 from golem.tools.workspace import Workspace
 
 

@@ -7,8 +7,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from golem import cancel
-from golem.errors import UsageError
+from golem.core import cancel
+from golem.core.errors import UsageError
 from golem.llm.types import Usage
 
 

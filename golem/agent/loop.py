@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from golem.agent.budget import Budget
 from golem.agent.context import DEFAULT_RESERVE, ContextFull, Lean, tools_chars
-from golem.errors import Cancelled, OutOfTime, ProviderError
+from golem.core.errors import Cancelled, OutOfTime, ProviderError
 from golem.llm import Provider
 from golem.llm.types import Message, Request, Response, Usage
 from golem.tools import Registry

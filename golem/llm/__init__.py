@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.llm.base import KEYS, Provider, ProviderConfig, Secret
 from golem.llm.types import Message, Request, Response, ToolCall, ToolSpec, Usage
 

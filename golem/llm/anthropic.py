@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from golem.errors import ProviderError
+from golem.core.errors import ProviderError
 from golem.llm.base import KEYS, ProviderConfig
 from golem.llm.http import error_detail, post_json
 from golem.llm.preflight import Probe

@@ -16,9 +16,9 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from golem import cancel
-from golem.errors import OutOfTime, ProviderError
-from golem.outgoing import redact
+from golem.core import cancel
+from golem.core.errors import OutOfTime, ProviderError
+from golem.core.outgoing import redact
 from golem.llm.transport import (Transport, TransportFailure, get, urllib_transport,
                                  where as _where)
 
@@ -314,6 +314,6 @@ def _secrets(headers: dict[str, str]) -> list[str]:
 
 
 def _scrub(text: str, secrets: list[str]) -> str:
-    """`text` with the key blanked in any form (golem.outgoing.redact): whole, in part, split,
+    """`text` with the key blanked in any form (golem.core.outgoing.redact): whole, in part, split,
     base64- or percent-encoded."""
     return redact(text, secrets, "***")

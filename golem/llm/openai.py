@@ -12,7 +12,7 @@ import secrets
 import string
 from typing import Any
 
-from golem.errors import ProviderError
+from golem.core.errors import ProviderError
 from golem.llm.base import KEYS, ProviderConfig
 from golem.llm.http import RETRY_STATUSES, error_code, error_detail, post_json
 from golem.llm.preflight import Probe

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from golem import signals
-from golem.errors import Abort, UsageError
+from golem.core import signals
+from golem.core.errors import Abort, UsageError
 from golem.llm.http import describe
 from golem.llm.transport import TransportFailure, get, where
-from golem.outgoing import redact
+from golem.core.outgoing import redact
 
 __all__ = ["Probe", "Preflight", "Checked", "wait"]
 

@@ -21,9 +21,9 @@ import sys
 from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit
 
-from golem.errors import ProviderError, UsageError
+from golem.core.errors import ProviderError, UsageError
 from golem.llm.http import Transport, TransportFailure, urllib_transport
-from golem.outgoing import finite, redact, redact_value
+from golem.core.outgoing import finite, redact, redact_value
 
 __all__ = ["Recorder", "Replayer", "differences", "first_difference", "transport_for"]
 

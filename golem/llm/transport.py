@@ -27,8 +27,8 @@ import urllib.request
 import zlib
 from typing import Any, Callable
 
-from golem import cancel
-from golem.outgoing import clip
+from golem.core import cancel
+from golem.core.outgoing import clip
 
 __all__ = ["Transport", "TransportFailure", "urllib_transport", "get", "where"]
 

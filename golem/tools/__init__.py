@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from golem.errors import Cancelled, OutOfTime, ToolError
+from golem.core.errors import Cancelled, OutOfTime, ToolError
 from golem.llm.types import ToolCall, ToolSpec
-from golem.outgoing import redact
+from golem.core.outgoing import redact
 from golem.tools.base import Context, Tool
 
 __all__ = ["Context", "Registry", "Tool", "ToolResult", "default_registry"]

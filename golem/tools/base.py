@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from golem import cancel
-from golem.errors import OutOfTime
+from golem.core import cancel
+from golem.core.errors import OutOfTime
 from golem.llm.types import ToolSpec
 
 

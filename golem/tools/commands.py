@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import shutil
 
-from golem.errors import ToolError
+from golem.core.errors import ToolError
 from golem.llm.types import ToolSpec
 from golem.tools.base import Context, Tool
 from golem.tools import process

@@ -6,7 +6,7 @@ import difflib
 import fnmatch
 import re
 
-from golem.errors import ToolError
+from golem.core.errors import ToolError
 from golem.llm.types import ToolSpec
 from golem.tools import search
 from golem.tools.base import Context, Tool

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from golem import cancel
-from golem.errors import ToolError
+from golem.core import cancel
+from golem.core.errors import ToolError
 
 __all__ = ["Completed", "run", "command_env", "resolve_program", "ENV_ALLOWLIST",
            "become_subreaper", "reap_strays"]

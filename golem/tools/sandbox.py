@@ -16,7 +16,7 @@ import subprocess
 import sys
 from typing import Callable
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 
 MODES = ("auto", "bwrap", "none")
 HIDDEN = ("/root", "/home")

@@ -17,7 +17,7 @@ import stat
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from golem.errors import GolemError
+from golem.core.errors import GolemError
 
 MAX_DEPTH = 200             # directory levels below the root a walk follows
 MAX_ENTRIES = 1_000_000     # files, links and directories a walk visits

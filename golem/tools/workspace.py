@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from golem.errors import ToolError, UsageError
+from golem.core.errors import ToolError, UsageError
 from golem.tools import tree
 
 __all__ = ["DEFAULT_SKIP", "Workspace"]

@@ -15,8 +15,8 @@ import threading
 from typing import Any, Iterable, TextIO
 
 from golem.trace import encode
-from golem.errors import UsageError
-from golem.outgoing import REDACTED, clip, finite, redact, redact_value
+from golem.core.errors import UsageError
+from golem.core.outgoing import REDACTED, clip, finite, redact, redact_value
 from golem.trace.console import Console, Style
 from golem.trace.text import printable
 

@@ -16,8 +16,8 @@ import re
 from typing import Any, Callable, Iterable
 
 from golem.trace import encode
-from golem.errors import UsageError
-from golem.outgoing import redact_value
+from golem.core.errors import UsageError
+from golem.core.outgoing import redact_value
 from golem.trace import read_events
 
 Event = dict[str, Any]

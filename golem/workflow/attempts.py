@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from secrets import randbelow
 from typing import Any, Callable
 
-from golem import agent, cancel
+from golem import agent
+from golem.core import cancel
 from golem.agent import prompts, stops
-from golem.errors import UsageError, interrupted
+from golem.core.errors import UsageError, interrupted
 from golem.llm import Provider
 from golem.llm.types import Usage
 from golem.tools import default_registry, process, tree

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tarfile
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.tools import tree
 from golem.tools.process import SECRET_WORDS
 from golem.workflow.verifier.protect import RUNNER_MODULES, Facts, is_test_path, reason

@@ -15,7 +15,7 @@ import os
 
 from golem import agent
 from golem.agent import prompts, stops
-from golem.errors import UsageError, interrupted
+from golem.core.errors import UsageError, interrupted
 from golem.llm import Provider, preflight
 from golem.tools import default_registry, process, tree
 from golem.trace import Trace

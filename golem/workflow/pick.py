@@ -27,7 +27,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.tools import tree
 from golem.tools.search import _git_env
 from golem.trace import Trace

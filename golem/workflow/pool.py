@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from golem import cancel
+from golem.core import cancel
 from golem.agent.budget import Budget
 from golem.llm.types import Usage
 

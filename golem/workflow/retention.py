@@ -1,6 +1,6 @@
 """The runs golem keeps: listing them (`golem runs`) and pruning them.
 
-The policy comes from the user's settings (golem/config.py): `keep-runs` (default 20) and
+The policy comes from the user's settings (golem/config/__init__.py): `keep-runs` (default 20) and
 `keep-size` (default 1 GiB). Pruning removes the oldest runs beyond `keep-runs`, then the
 oldest while everything kept takes more than `keep-size` (the newest run always stays), and
 then every stored file no kept run refers to. It runs by itself before each new run and on

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from golem import agent
 from golem.agent import prompts
-from golem.errors import interrupted
+from golem.core.errors import interrupted
 from golem.llm import Provider
 from golem.tools import default_registry, process, tree
 from golem.trace import Trace

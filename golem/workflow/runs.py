@@ -24,7 +24,7 @@ import secrets
 import stat
 import time
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.tools import tree
 from golem.workflow import retention
 # the state directory and the run locks, also read by retention (and known here by their names)

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, field
 
 from golem.agent.budget import Budget
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.llm import ProviderConfig
 from golem.tools import Context, process, sandbox
 from golem.tools.workspace import Workspace

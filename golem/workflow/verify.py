@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.tools import tree
 from golem.trace import Trace
 from golem.workflow import present, runs

@@ -382,7 +382,7 @@ def attempts_model_bound(attempts: int = 3, delay: float = 1.0,
 def deadline_overshoot(wall: float = 1.0, repeats: int = 3) -> Figure:
     """How far past its deadline a model call ends against servers that trickle their reply
     (status line, headers, body, endless 100 Continue): the worst of `repeats` each."""
-    from golem.errors import OutOfTime
+    from golem.core.errors import OutOfTime
     from golem.llm import Message, ProviderConfig, Request
     from golem.llm.openai import OpenAICompatible
 
@@ -697,12 +697,12 @@ def evidence_cost(methods: int = 10_000, tests: int = 50_000, repeats: int = 3) 
 # -- redaction --------------------------------------------------------------------------------
 
 def redaction_speed(mib: int = 1, repeats: int = 5) -> list[Figure]:
-    """golem.outgoing.redact over `mib` MiB of golem's own source with the key echoed in it
+    """golem.core.outgoing.redact over `mib` MiB of golem's own source with the key echoed in it
     (whole, split across lines, base64), and over the same size of nothing but the key."""
-    from golem.outgoing import redact
+    from golem.core.outgoing import redact
     key = "sk-or-v1-" + "0b7e1c9a4f2d8365" * 4
     source = ""
-    for name in ("cli.py", "flags.py", "config.py"):
+    for name in ("cli/__init__.py", "cli/flags.py", "config/__init__.py"):
         with open(os.path.join(ROOT, "golem", name), encoding="utf-8") as handle:
             source += handle.read()
     echo = f"\n{key}\n{key[:30]}\n{key[30:]}\n" + base64.b64encode(key.encode()).decode()
@@ -718,7 +718,7 @@ def redaction_speed(mib: int = 1, repeats: int = 5) -> list[Figure]:
     per_mib = one / mib * 1000
     return [Figure("redaction, ordinary text", f"{per_mib:.0f} ms per MiB",
                    "under 150 ms per MiB", per_mib < 150,
-                   f"`golem.outgoing.redact` on {mib} MiB of golem's source with the key in it "
+                   f"`golem.core.outgoing.redact` on {mib} MiB of golem's source with the key in it "
                    "whole, split across lines and base64-encoded, median of "
                    f"{repeats}; twice the text took {two / one:.1f}x as long"),
             Figure("redaction, the key repeated", f"{worst / mib * 1000:.0f} ms per MiB",

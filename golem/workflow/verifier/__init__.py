@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from golem import cancel
-from golem.errors import Cancelled, OutOfTime, UsageError
+from golem.core import cancel
+from golem.core.errors import Cancelled, OutOfTime, UsageError
 from golem.tools import process, sandbox, tree
 from golem.trace import Trace
 from golem.workflow.verifier import protect, repeat, scan

@@ -19,7 +19,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.tools import process
 
 LOCATE = ("import sys, json; print(json.dumps({'executable': sys.executable, "

@@ -38,7 +38,7 @@ import shlex
 import shutil
 from dataclasses import dataclass, field
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.tools import process, tree
 from golem.workflow.verifier import runners
 from golem.workflow.verifier.interpreter import Interpreter

@@ -12,7 +12,7 @@ import time
 from typing import Callable
 
 from golem import config
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 from golem.llm import KEYS
 from golem.trace.text import printable
 
@@ -33,7 +33,7 @@ def tools(args: argparse.Namespace) -> int:
 
 
 def trace(args: argparse.Namespace) -> int:
-    from golem.outgoing import redact_value
+    from golem.core.outgoing import redact_value
     from golem.trace import read_events, render
     # golem's own traces hold no key; one written by something else might hold the key of
     # this environment, which is blanked out before anything is shown or cut
@@ -178,7 +178,7 @@ def demo(args: argparse.Namespace, agent_command: Callable[..., int]) -> int:
     (kept); with -attempts, N scripted attempts of which the verified one is chosen.
     `agent_command` is the CLI's `fix` (the CLI dispatches here, so it passes it in)."""
     from golem.llm.demo import copy_example
-    from golem.flags import build_parser
+    from golem.cli.flags import build_parser
     keep = args.dir
     if keep and os.path.lexists(keep):
         raise UsageError(f"-dir {keep}: already exists; give a new directory for the copy")

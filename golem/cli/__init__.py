@@ -1,6 +1,6 @@
 """The command line: parse flags, build the pieces, turn every error into one line and an
-exit code, in one place (`main`). The flags are in golem/flags.py, the settings and where
-they come from in golem/config.py, the smaller commands in golem/commands.py."""
+exit code, in one place (`main`). The flags are in golem/cli/flags.py, the settings and where
+they come from in golem/config/__init__.py, the smaller commands in golem/cli/commands.py."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ import sys
 import unicodedata
 from urllib.parse import urlsplit
 
-from golem import config, signals
-from golem.errors import Abort, UsageError
-from golem.flags import COMMANDS, build_parser, unknown
+from golem import config
+from golem.core import signals
+from golem.core.errors import Abort, UsageError
+from golem.cli.flags import COMMANDS, build_parser, unknown
 from golem.llm import KEYS, ProviderConfig, Secret, make_provider, provider_names
 
 # the settings each command reads (config.SETTINGS); the rest do not apply to it
@@ -176,7 +177,7 @@ def _options(args: argparse.Namespace, settings: config.Effective):
 
 def _env(values: dict) -> dict[str, str]:
     """-env's variables, the user's own looked up now."""
-    from golem.values import environment
+    from golem.config.values import environment
     return environment(values.get("env") or [], dict(os.environ))
 
 
@@ -515,7 +516,7 @@ def _pick_command(args: argparse.Namespace) -> int:
 
 def _outgoing(report: dict, secrets) -> dict:
     """The result as it may leave golem: no key anywhere in it, no Infinity or NaN."""
-    from golem.outgoing import finite, redact_value
+    from golem.core.outgoing import finite, redact_value
     return finite(redact_value(report, secrets))
 
 
@@ -532,7 +533,7 @@ def _write_result(args: argparse.Namespace, path: str, report: dict) -> None:
 def finish(args: argparse.Namespace, report: dict, line: str, secrets=(),
            result_path: str | None = None, style=None, diff: str | None = None) -> int:
     """Print the result line (and the JSON object), publish to CI, return the exit code."""
-    from golem.outgoing import redact
+    from golem.core.outgoing import redact
     from golem.trace.console import verdict_line
     from golem.trace.text import printable
     from golem.workflow import github
@@ -569,13 +570,13 @@ def _help_command(args: argparse.Namespace) -> int:
         close = difflib.get_close_matches(args.topic, list(COMMANDS), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UsageError(f"no command {args.topic!r}{hint} (golem help lists them)")
-    from golem.flags import subparser
+    from golem.cli.flags import subparser
     subparser(parser, args.topic).print_help()
     return 0
 
 
 def _handlers() -> dict:
-    from golem import commands
+    from golem.cli import commands
     return {"fix": _agent_command, "run": _agent_command, "ask": _agent_command,
             "verify": _verify_command, "help": _help_command, "tools": commands.tools,
             "trace": commands.trace, "undo": commands.undo,
@@ -599,7 +600,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def _unkeyed(text: str) -> str:
     """`text` with every provider key of the environment blanked, in any form: the last
     guard on a message that reaches stderr."""
-    from golem.outgoing import redact
+    from golem.core.outgoing import redact
     keys = [os.environ.get(variable, "").strip() for variable, _ in KEYS.values()]
     return redact(text, [k for k in keys if k])
 

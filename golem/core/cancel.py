@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from golem.errors import Cancelled
+from golem.core.errors import Cancelled
 
 _LOCAL = threading.local()
 

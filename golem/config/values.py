@@ -2,7 +2,7 @@
 
 Each parser takes what a flag or a configuration file gave (text from a flag; a string,
 number, boolean or list from TOML) and returns the value, or raises ValueError saying what a
-person should write instead. The flags (golem/flags.py) and the files (golem/config.py) use
+person should write instead. The flags (golem/cli/flags.py) and the files (golem/config/__init__.py) use
 the same parsers, so a value means the same wherever it is given.
 """
 
@@ -13,7 +13,7 @@ import re
 import os
 from typing import Any, Callable
 
-from golem.errors import UsageError
+from golem.core.errors import UsageError
 
 UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2,
          "mib": 1024 ** 2, "g": 1000 ** 3, "gb": 1000 ** 3, "gib": 1024 ** 3,

@@ -22,7 +22,7 @@ import subprocess
 import threading
 from typing import Any, Iterator
 
-from golem.errors import Interrupted
+from golem.core.errors import Interrupted
 
 __all__ = ["handled", "abort_main", "withdraw", "kill_strays", "SIGNALS"]
 

@@ -24,8 +24,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from golem.errors import UsageError
-from golem.values import (budget_count, choice, command, dollars, duration,  # noqa: F401
+from golem.core.errors import UsageError
+from golem.config.values import (budget_count, choice, command, dollars, duration,  # noqa: F401
                           flag_bool, globs, plain, positive, price, programs, provider_name,
                           show, size, text, variables)
 

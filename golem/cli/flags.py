@@ -13,8 +13,9 @@ import argparse
 import difflib
 from typing import Any, Callable
 
-from golem import __version__, config, values
-from golem.errors import UsageError
+from golem import __version__, config
+from golem.config import values
+from golem.core.errors import UsageError
 
 EXAMPLES = {
     "fix": """examples:
