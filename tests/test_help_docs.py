@@ -11,7 +11,7 @@ import subprocess
 import sys
 import unittest
 
-from golem.flags import COMMANDS
+from golem.cli.flags import COMMANDS
 from tests.fixtures import REPO_ROOT, read
 
 CLI_MD = os.path.join(REPO_ROOT, "docs", "cli.md")
