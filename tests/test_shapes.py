@@ -400,8 +400,16 @@ class BuildProductTest(ShapeCase):
         self.assertVerdict(self.verify(repo, "python3 -m unittest discover -s tests"),
                            "REJECTED", 3)
 
-    def test_a_generated_module_git_ignores_is_part_of_the_base(self):
-        self.check(self.make(self.generated), "calc/_native.py")
+    def test_a_generated_module_that_runs_code_is_left_out(self):
+        # code git ignores is code nobody reviews: neither run has it (data-only modules,
+        # such as a generated `_version.py`, carry over: tests/test_adversarial_data.py)
+        repo = self.make(self.generated)
+        self.edit(repo, "calc/__init__.py", "a - b", "a + b")
+        self.assertVerdict(self.verify(repo, "python3 -m unittest discover -s tests"),
+                           "FAILED", 1)
+        self.assertEqual([e["left_out"] for e in read_trace(self.trace)
+                          if isinstance(e.get("left_out"), str)], ["calc/_native.py"])
+        self.assertFalse([e for e in read_trace(self.trace) if "build_products" in e])
 
     def test_a_file_the_change_itself_makes_ignored_is_not_carried_over(self):
         repo = make_repo(self.tmp, {".gitignore": "build/\n", "calc/__init__.py":

@@ -8,8 +8,11 @@ without credentials; the repository is only read.
 
 from __future__ import annotations
 
+import ast
+import fnmatch
 import io
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -261,9 +264,133 @@ def _module(rel: str) -> bool:
     return name.endswith((".py", ".so", ".pyd")) or ".so." in name
 
 
-def carry(root: str, target: str, products: list[str]) -> list[str]:
+DATA_MODULE_LIMIT = 1_000_000      # bytes of a carried `.py` product golem reads
+TYPING_MODULES = frozenset({"typing", "__future__"})
+# names a module binds that the import system or the interpreter acts on (`__path__` makes it
+# a package that imports from anywhere)
+IMPORT_MACHINERY = frozenset({"__path__", "__spec__", "__loader__", "__builtins__",
+                              "__getattr__", "__dir__", "__class__", "__file__", "__name__",
+                              "__package__", "__cached__", "__dict__", "__annotations__"})
+
+
+def data_only(source: bytes) -> bool:
+    """Whether a Python module only binds data, the shape of a generated `_version.py`
+    (setuptools-scm's): a docstring, assignments and annotations of literals, tuples, lists,
+    dicts, subscripts (`Tuple[int, ...]`) and names the module binds itself (or `object`),
+    `__all__`, imports from `typing` and `__future__`, and `if TYPE_CHECKING:` blocks of the
+    same (with TYPE_CHECKING False or typing's). No call, no attribute, no other import, no
+    builtin handed out (`add = max`): nothing in it runs code when it is imported."""
+    try:
+        module = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    bound: set[str] = set()
+    loaded: set[str] = set()
+    if not _data_statements(module.body, bound, loaded, True):
+        return False
+    # a name the module does not bind is a builtin, whatever it is: code handed out
+    return loaded <= bound | {"object"}
+
+
+def _data_statements(body: list, bound: set, loaded: set, runtime: bool) -> bool:
+    """Whether `body` only binds data; adds the names it binds to `bound` and the names its
+    values read when it runs (`runtime`: not under `if TYPE_CHECKING:`) to `loaded`."""
+    for node in body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) or \
+                isinstance(node, ast.Pass):
+            continue
+        if isinstance(node, (ast.ImportFrom, ast.Import)):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if isinstance(node, ast.ImportFrom) and (node.level or module not in TYPING_MODULES):
+                return False
+            if runtime and module == "typing" and \
+                    any(a.name != "TYPE_CHECKING" or a.asname for a in node.names):
+                return False        # typing's callables (`cast`) are code to hand out
+            if isinstance(node, ast.Import) and \
+                    any(alias.name not in TYPING_MODULES for alias in node.names):
+                return False
+            if runtime and isinstance(node, ast.ImportFrom):    # `import typing` binds
+                bound.update(a.asname or a.name for a in node.names)   # nothing to hand out
+            continue
+        if isinstance(node, ast.Assign):
+            targets = [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            if not all(_data_target(t) for t in node.targets) or \
+                    not _data_value(node.value, loaded if runtime else set()):
+                return False
+            if set(targets) & IMPORT_MACHINERY:
+                return False
+            if "TYPE_CHECKING" in targets and not (isinstance(node.value, ast.Constant)
+                                                   and node.value.value is False):
+                return False
+            if runtime:
+                bound.update(targets)
+            continue
+        if isinstance(node, ast.AnnAssign):
+            # an annotation is evaluated (into __annotations__), never called
+            if not isinstance(node.target, ast.Name) or \
+                    node.target.id in IMPORT_MACHINERY | {"TYPE_CHECKING"} or \
+                    not _data_value(node.annotation, set()) or \
+                    node.value is not None and not _data_value(node.value,
+                                                               loaded if runtime else set()):
+                return False
+            if node.value is not None and runtime:
+                bound.add(node.target.id)
+            continue
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            if _data_statements(node.body, bound, loaded, False) and \
+                    _data_statements(node.orelse, bound, loaded, runtime):
+                continue
+            return False
+        return False
+    return True
+
+
+def _data_target(node) -> bool:
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_data_target(e) for e in node.elts)
+    return isinstance(node, ast.Name)
+
+
+def _data_value(node, loaded: set) -> bool:
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name):
+            loaded.add(node.id)
+        elif isinstance(node, ast.Constant):
+            continue
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            todo += node.elts
+        elif isinstance(node, ast.Dict):
+            todo += [k for k in node.keys if k is not None] + node.values
+        elif isinstance(node, ast.Subscript):
+            todo += [node.value, node.slice]
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            todo.append(node.operand)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            todo += [node.left, node.right]     # `str | None` in an annotation
+        else:
+            return False
+    return True
+
+
+def _type_checking(test) -> bool:
+    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING" or \
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING" and \
+        isinstance(test.value, ast.Name) and test.value.id == "typing"
+
+
+def _extension(rel: str) -> bool:
+    name = rel.rsplit("/", 1)[-1].lower()
+    return name.endswith((".so", ".pyd")) or ".so." in name
+
+
+def carry(root: str, target: str, products: list[str],
+          left_out: dict[str, str] | None = None) -> list[str]:
     """Copy the build products from the workspace into the export at `target` where their
-    directory exists there; never through a link. Returns those copied."""
+    directory exists there; never through a link. Returns those copied. A `.py` product is
+    code nobody reviews: it is copied only when it binds data alone (`data_only`); the
+    others go into `left_out` (path -> why), and both runs go without them."""
     copied = []
     with tree.Writer(target) as writer:
         for rel in products:
@@ -281,12 +408,114 @@ def carry(root: str, target: str, products: list[str]) -> list[str]:
             finally:
                 os.close(dir_fd)
             try:
-                if stat.S_ISREG(info.st_mode) and info.st_size <= PRODUCT_LIMIT:
+                if not stat.S_ISREG(info.st_mode) or info.st_size > PRODUCT_LIMIT:
+                    continue
+                if _extension(rel):
                     writer.write(rel, mode=info.st_mode & 0o755, source=fd,
                                  size=info.st_size)
                     copied.append(rel)
+                    continue
+                data = os.pread(fd, DATA_MODULE_LIMIT + 1, 0) \
+                    if info.st_size <= DATA_MODULE_LIMIT else b""
+                if len(data) <= DATA_MODULE_LIMIT and data_only(data):
+                    writer.write(rel, data, info.st_mode & 0o755)
+                    copied.append(rel)
+                elif left_out is not None:
+                    left_out[rel] = ("a module git ignores that runs code (more than data "
+                                     "assignments): code the change can hold that nobody "
+                                     "reviews, so neither run has it")
             except (OSError, tree.TreeError):
                 pass
             finally:
                 os.close(fd)
     return copied
+
+
+# Lines of `.pth` files that package installers write, which Python runs at start-up: the
+# workspace's environment is trusted under `verify`, and any other executable line in it is
+# named (`environment_hooks`).
+KNOWN_PTH_LINES = (
+    ("distutils-precedence.pth", "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = "
+                                 "os.environ.get(var, 'local') == 'local'; enabled and "
+                                 "__import__('_distutils_hack').add_shim(); "),
+    ("_virtualenv.pth", "import _virtualenv"),
+    ("*coverage*.pth", "import coverage; coverage.process_startup()"),
+    ("pywin32.pth", "import pywin32_bootstrap"),
+    ("easy-install.pth", "import sys; sys.__plen = len(sys.path)"),
+    ("easy-install.pth", "import sys; new = sys.path[sys.__plen:]; del sys.path[sys.__plen:]; "
+                         "p = getattr(sys, '__egginsert', 0); sys.path[p:p] = new; "
+                         "sys.__egginsert = p + len(new)"),
+)
+EDITABLE_FINDER = re.compile(r"import (__editable___[\w.]+_finder); \1\.install\([^()]*\)")
+START_UP_MODULES = ("sitecustomize.py", "usercustomize.py")
+
+
+def environment_hooks(root: str, trees: list[str]) -> list[dict]:
+    """Start-up code in the workspace's own virtual environments that no known installer
+    writes: a `.pth` line that Python runs (one starting with `import`) other than those of
+    setuptools (`distutils-precedence.pth`, an editable install's `__editable__.*.pth`
+    finder), virtualenv, coverage, pywin32 or easy-install, or a `sitecustomize.py` or
+    `usercustomize.py` in site-packages. One finding (kind `environment-hook`) each."""
+    found = []
+    for top in trees:
+        if not os.path.isfile(os.path.join(root, top, "pyvenv.cfg")):
+            continue
+        for site in _site_packages(os.path.join(root, top)):
+            try:
+                names = sorted(os.listdir(site))[:10_000]
+            except OSError:
+                continue
+            rel_site = os.path.relpath(site, root).replace(os.sep, "/")
+            for name in names:
+                if name in START_UP_MODULES:
+                    found.append({"path": f"{rel_site}/{name}", "line": 1,
+                                  "kind": "environment-hook",
+                                  "detail": "a start-up module in the workspace's environment "
+                                            "runs code in every test run"})
+                elif name.endswith(".pth"):
+                    found += _pth_hooks(site, rel_site, name)
+    return found
+
+
+def _site_packages(venv: str) -> list[str]:
+    """The site-packages directories of the virtual environment at `venv` (`lib64` is
+    usually a link to `lib`: each directory once)."""
+    found = {}
+    for lib in ("lib", "lib64", "Lib"):
+        base = os.path.join(venv, lib)
+        try:
+            entries = sorted(os.listdir(base))
+        except OSError:
+            continue
+        for where in [base] + [os.path.join(base, e) for e in entries if e.startswith("python")]:
+            site = os.path.join(where, "site-packages")
+            if os.path.isdir(site):
+                found.setdefault(os.path.realpath(site), site)
+    return list(found.values())
+
+
+def _pth_hooks(site: str, rel_site: str, name: str) -> list[dict]:
+    path = os.path.join(site, name)
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise OSError
+        with open(path, "rb") as handle:
+            data = handle.read(1_000_001)
+    except OSError:
+        return [{"path": f"{rel_site}/{name}", "line": 1, "kind": "environment-hook",
+                 "detail": "a .pth file golem cannot read as a regular file"}]
+    found = []
+    for number, raw in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        line = raw.rstrip()
+        if not line.startswith(("import ", "import\t")):
+            continue        # a path entry or a comment: Python runs only `import` lines
+        known = any(fnmatch.fnmatchcase(name, pattern) and line == text.rstrip()
+                    for pattern, text in KNOWN_PTH_LINES)
+        if not known and name.startswith("__editable__.") and EDITABLE_FINDER.fullmatch(line):
+            known = True
+        if not known or len(data) > 1_000_000:
+            found.append({"path": f"{rel_site}/{name}", "line": number,
+                          "kind": "environment-hook",
+                          "detail": f"a .pth line no known installer writes runs code in every "
+                                    f"test run: {line[:120]}"})
+    return found

@@ -28,10 +28,12 @@ from golem.core.errors import UsageError
 from golem.tools import tree
 from golem.trace import Trace
 from golem.workflow import present, runs
-from golem.workflow.checkout import build_products, carry, changes_since, export, run_git
+from golem.workflow.checkout import (build_products, carry, changes_since, environment_hooks,
+                                     export, run_git)
 from golem.workflow.fix import facts_for
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import grade, rebuild, run_baseline
+from golem.workflow.verifier.grade import advise
 from golem.workflow.verifier.scratch import Phase
 from golem.workflow.verifier.snapshot import Changes, Snapshot, dependency_trees, fingerprint
 
@@ -88,12 +90,21 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
         scratch = setup.keep(Phase("export"))
         base = os.path.join(scratch.root, os.path.basename(root) or "base")
         export(root, rev, base)
-        products = carry(root, base, products)
+        left_out: dict[str, str] = {}
+        products = carry(root, base, products, left_out)
         if products:
             trace.emit("note", message=f"carried into the base and the verification copy: "
                        f"{len(products)} build product(s) git ignores ("
                        + ", ".join(products[:5]) + (", ..." if len(products) > 5 else "")
                        + ")", build_products=products)
+        for rel, why in sorted(left_out.items()):
+            trace.emit("note", message=f"not carried: {rel}, {why}", left_out=rel)
+        machine = [p for p in products if not p.endswith(".py")]
+        if machine:
+            trace.emit("note", message="carried unjudged: compiled extension module(s) git "
+                       "ignores, machine code golem cannot read (" + ", ".join(machine[:5])
+                       + (", ..." if len(machine) > 5 else "") + "); run verify on a fresh "
+                       "checkout to judge without them", extensions=machine)
         with tree.Writer(base) as writer:     # what the tests import, read-only
             for name in links:
                 if writer.lstat(name) is None:
@@ -114,6 +125,13 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
                             lambda t: (export(root, rev, t), carry(root, t, products)),
                             root, target, changes, exclude, layout),
                         original, strict=options.strict, repeats=options.repeat)
+        # the workspace's environment is trusted, not judged: start-up code in it that no
+        # known installer writes is a finding (REJECTED under -strict)
+        hooks = environment_hooks(root, trees)
+        if hooks:
+            trace.emit("suspicious", findings=hooks)
+            grading.findings = grading.findings + hooks
+            grading.verdict = advise(grading.verdict, hooks, options.strict)
         verdict = grading.verdict
         report = {**verdict.fields(), "base": rev,
                   "changed_files": changes.all, "new_tests": grading.new_tests,
@@ -125,6 +143,7 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
                   "evidence": (grading.after or baseline.result).evidence,
                   "suspicious": grading.findings, "trace": options.trace,
                   "flaky": grading.flaky, "sealed": setup.sealed,
+                  "build_products": {"carried": products, "left_out": sorted(left_out)},
                   "verified_in": "copy" if grading.after is not None else None,
                   "exit_code": verdict.exit_code}
         present.emit_outcomes(trace, baseline.result, grading.after)

@@ -260,7 +260,7 @@ def reason(rel: str, kind: str, facts: Facts) -> str | None:
         return f"test file: the baseline collected tests from {rel}, and the run {verb} it"
     if _in_data_dir(rel):
         return f"test data: {rel} is under a test-data directory"
-    data = _test_data(rel, facts)
+    data = _test_data(rel, facts) or _listed(rel, kind, facts)
     if data:
         return data
     if kind == "added":
@@ -293,6 +293,17 @@ def _test_data(rel: str, facts: Facts) -> str | None:
     if rel in facts.named_data:
         return f"test data: {facts.named_data[rel]} names {rel}"
     return None
+
+
+def _listed(rel: str, kind: str, facts: Facts) -> str | None:
+    """Why adding or deleting `rel`, not code, changes a directory the baseline's tests
+    listed (a directory of cases), or None."""
+    listed = rel.rpartition("/")[0] + "/"
+    if kind == "modified" or _is_code(rel) or listed not in facts.test_data:
+        return None
+    verb = "added" if kind == "added" else "deleted"
+    return (f"test data: the baseline's tests list {listed} ({facts.test_data[listed]}), and "
+            f"the run {verb} {rel} in it")
 
 
 def read_in_run(reads: dict[str, set[str]], changed: set[str], facts: Facts,

@@ -365,39 +365,97 @@ _CODE = (".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd")
 def watch_reads(stream, cwd: str, limit: int = 5000) -> None:
     """Record every file of the workspace (not code) that the tests open, or try to open,
     for reading, with the workspace file whose code asked for it: one `read` record per
-    pair. golem protects what the baseline's tests read as test data."""
+    pair. golem protects what the baseline's tests read as test data.
+
+    Besides `open` (io, os.open, and what is built on them: json, csv, dbm's own files),
+    what Python audits as opening data in C: `sqlite3.connect`'s database. A program the
+    tests start (`subprocess.Popen`, `os.system`, `os.posix_spawn`, `os.spawn*`) reads in
+    a process of its own, unseen: every word of its command line that names an existing
+    file of the workspace counts as read, relative to the directory it starts in. A
+    directory the tests list (`os.listdir`, `os.scandir`; `glob`, `os.walk` and `pathlib`
+    through them) is recorded as `dir/`."""
     seen = set()
+    fspath, fsdecode, join, isfile = os.fspath, os.fsdecode, os.path.join, \
+        os.path.isfile
+
+    def text(value):
+        try:
+            value = fspath(value)
+            return fsdecode(value) if _isinstance(value, bytes) else value
+        except Exception:
+            return None
+
+    def emit(path, mark=""):
+        rel = relative(path, cwd)
+        if rel is None:
+            return
+        rel += mark
+        frame, opener = _getframe(1), None
+        for _ in range(200):
+            if frame is None:
+                break
+            opener = relative(frame.f_code.co_filename, cwd)
+            if opener:
+                break
+            frame = frame.f_back
+        if (rel, opener) not in seen:
+            seen.add((rel, opener))
+            stream.emit(e="read", path=rel, by=opener)
+
+    def started(argv, where):
+        base = text(where) if where is not None else None
+        if _isinstance(argv, (str, bytes)) or not _isinstance(argv, (list, tuple)):
+            argv = [argv]
+        for item in argv[:200]:
+            item = text(item)
+            if not item:
+                continue
+            for word in {item, *item.translate(_WORDS).split()}:
+                if word and not word.endswith(_CODE):
+                    path = join(base, word) if base else word
+                    if isfile(path):
+                        emit(path)
 
     def hook(event, args):
-        if event != "open" or len(seen) >= limit:
+        if len(seen) >= limit:
             return
         try:
-            path, mode, flags = args[0], args[1], args[2]
-            if not _isinstance(path, str) or path.endswith(_CODE):
-                return
-            if mode is not None:
-                if "r" not in mode or "+" in mode:
+            if event == "open":
+                path, mode, flags = text(args[0]), args[1], args[2]
+                if path is None or path.endswith(_CODE):
                     return
-            elif not _isinstance(flags, int) or flags & _O_ACCMODE != os.O_RDONLY:
-                return
-            rel = relative(path, cwd)
-            if rel is None:
-                return
-            frame, opener = _getframe(1), None
-            for _ in range(200):
-                if frame is None:
-                    break
-                opener = relative(frame.f_code.co_filename, cwd)
-                if opener:
-                    break
-                frame = frame.f_back
-            if (rel, opener) not in seen:
-                seen.add((rel, opener))
-                stream.emit(e="read", path=rel, by=opener)
+                if mode is not None:
+                    if "r" not in mode or "+" in mode:
+                        return
+                elif not _isinstance(flags, int) or flags & _O_ACCMODE != os.O_RDONLY:
+                    return
+                emit(path)
+            elif event == "sqlite3.connect":
+                path = text(args[0])
+                if path and path != ":memory:":
+                    if path.startswith("file:"):
+                        path = path[5:].partition("?")[0]
+                    for suffix in ("", "-wal", "-journal"):   # what sqlite reads beside it
+                        emit(path + suffix)
+            elif event == "subprocess.Popen":
+                started(args[1] if args[1] is not None else args[0], args[2])
+            elif event in ("os.listdir", "os.scandir"):    # a directory of cases: "dir/"
+                path = text(args[0]) if args[0] is not None else "."
+                if path is not None:
+                    emit(path, "/")
+            elif event == "os.system":
+                started(args[0], None)
+            elif event in ("os.posix_spawn", "os.exec"):
+                started(args[1], None)
+            elif event == "os.spawn":
+                started(args[2], None)
         except Exception:
             return      # never in the way of the code under test
 
     _addaudithook(hook)
+
+
+_WORDS = str.maketrans({c: " " for c in "=:,;|&<>()'\"`"})   # what separates words in a command
 
 
 # -- the seal and the audit ------------------------------------------------------------------

@@ -63,6 +63,9 @@ def main():
     plugin = plugin_module.Plugin(evidence, cwd)
     plugin.stream.emit(e="start", runner="pytest", cwd=cwd)
     sealed = evidence.Sealed.start(plugin.stream)   # before any code under test is imported
+    # before pytest imports a conftest.py or a test module: what they read while collected
+    # is the tests' as much as what a test reads
+    evidence.watch_reads(plugin.stream, cwd)
     args += _in_process(plugin.stream, args)
     sys.argv = ["pytest", *args]
     evidence.look_plain("pytest", args)

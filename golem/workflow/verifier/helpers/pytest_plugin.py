@@ -48,7 +48,6 @@ class Plugin:
                          confcutdir=str(confcut) if confcut else None)
         # before any test module (or the code it imports) is collected
         self.before = self._machinery()
-        self.evidence.watch_reads(self.stream, self.cwd)
 
     def pytest_collectreport(self, report):
         if not report.failed:
