@@ -417,8 +417,8 @@ def watch_reads(stream, cwd: str, limit: int = 5000) -> None:
                         emit(path)
 
     def hook(event, args):
-        if len(seen) >= limit:
-            return
+        if event == "object.__getattr__" or event == "builtins.id" or len(seen) >= limit:
+            return      # the most frequent events, first out
         try:
             if event == "open":
                 path, mode, flags = text(args[0]), args[1], args[2]
