@@ -94,6 +94,16 @@ class RecordedRunTest(GolemCase):
             self.assertIn(fact, page)
         assertSelfContained(self, page)
 
+    def test_the_wall_budget_is_shown_as_given(self):
+        # the agent's share is -wall less what is kept for the verification; the page shows
+        # the budget the user gave
+        code, out, err = run_cli(["fix", "-dir", self.repo, "-provider", "demo", "-wall", "30m",
+                                  "-trace", self.trace])
+        self.assertEqual(code, 0, err)
+        page = self.render()
+        self.assertIn("wall 30m,", page)
+        self.assertNotIn("wall 29m", page)
+
     def test_page_has_the_diff_the_test_table_the_date_and_durations(self):
         page = self.render()
         # the unified diff of the allowed change, coloured line by line

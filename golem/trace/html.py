@@ -187,9 +187,14 @@ def _header(run: list[Event]) -> str:
                      "below: its provider, model, stop and spending)"))
     if start:
         budget = start.get("budget") or {}
+        wall = budget.get("wall_s")
+        kept = [r.get("reserve_s") for r in run if r.get("event") == "note"
+                and isinstance(r.get("reserve_s"), (int, float))]
+        if isinstance(wall, (int, float)) and kept:
+            wall = round(wall + kept[0])    # -wall as given: the agent's share and the reserve
         rows += [("provider", e(start.get("provider"))), ("model", e(start.get("model"))),
                  ("budgets", f"steps {_limit(budget.get('steps'))}, tokens "
-                  f"{_limit(budget.get('tokens'))}, wall {_limit(budget.get('wall_s'), _clock)}, "
+                  f"{_limit(budget.get('tokens'))}, wall {_limit(wall, _clock)}, "
                   f"cost {_limit(budget.get('cost'), '${:.2f}'.format)}")]
     if end:
         tokens = end.get("tokens") or {}
