@@ -84,7 +84,8 @@ def _describe(test):
         # its module's file, the files its code comes from, the names its classes define
         # (and the start of its tests' ids, when it keeps unittest's `id`), and the size of
         # its classes' namespaces
-        held = _CLASSES[cls] = (_module_file(cls.__module__), evidence.class_origins(cls, CWD),
+        held = _CLASSES[cls] = (_module_file(cls.__module__),
+                                evidence.origins(evidence.class_code(cls), CWD),
                                 evidence.class_names(cls),
                                 unittest.util.strclass(cls) + "." if getattr(cls, "id", None) is _TEST_ID
                                 else None, sum(len(_vars(klass)) for klass in cls.__mro__))
