@@ -29,7 +29,11 @@ REACH = {"sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_re
          "ctypes.memmove", "ctypes.cast", "ctypes.pythonapi"}
 # attributes that reach a frame (a test's `self`, pytest's item) or the runner's own state
 REACH_ATTRS = {"__traceback__", "tb_frame", "f_back", "f_locals", "gi_frame", "cr_frame",
-               "ag_frame", "pluginmanager", "_type_equality_funcs"}
+               "ag_frame", "pluginmanager", "_type_equality_funcs",
+               # every class alive (the runner's private exceptions among them), how classes
+               # are built, how modules are found and compiled
+               "__subclasses__", "__build_class__", "meta_path", "path_hooks",
+               "path_importer_cache", "_ShouldStop"}
 # what tells golem's graded run from a plain one
 DETECTS = {"sys.flags", "sys.orig_argv", "sys._xoptions", "sys.pycache_prefix"}
 OWNED = RUNNERS | {"doctest"}        # modules whose objects the code under test leaves alone
@@ -306,6 +310,12 @@ class Finder:
     visit_ImportFrom = visit_Import
 
     def visit_Attribute(self, node: ast.Attribute):
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and (
+                node.attr == "__class__" or self.dotted(node.value) == "builtins"):
+            self.add(node, "reach", node.attr, f"sets .{node.attr}"
+                     + (" of builtins: every module's names" if node.attr != "__class__" else
+                        ": an object (a test module, a runner's object) becomes another kind"))
+            return None
         if node.attr in REACH_ATTRS:
             self.add(node, "reach", node.attr, f"reads .{node.attr}: reaches the frames of its "
                      "callers (a test's self) or the test runner's own state")
