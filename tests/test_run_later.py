@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import unittest
 
 from tests.fixtures import (BUGGY, FIX_EDIT, FIXED_CALC, TEST_CMD, GolemCase, git, make_repo,
                             read, run_cli, write_files)
@@ -317,3 +318,24 @@ class MoreRunLater(GolemCase):
         self.assertFalse(os.path.exists(os.path.join(repo, ".gitea")))
         self.assertFalse(os.path.exists(os.path.join(repo, "docs")))
         self.assertEqual(read(os.path.join(repo, "calc.py")), BUGGY["calc.py"])
+
+
+class LocksAndStartUpFiles(unittest.TestCase):
+    """Lock files say what gets installed and from where; tool managers, environment
+    definitions, servers' Python configurations and start-up files run code later."""
+
+    def test_each_is_run_later_at_any_depth(self):
+        from golem.workflow.verifier.protect import run_later_kind
+        for rel in ("poetry.lock", "uv.lock", "pdm.lock", "package-lock.json", "yarn.lock",
+                    "pnpm-lock.yaml", "Gemfile.lock", "sub/Cargo.lock", "composer.json",
+                    "mise.toml", ".mise.toml", "devbox.json", "shell.nix", "flake.nix",
+                    "gunicorn.conf.py", "Tiltfile", "Vagrantfile", "Earthfile", "pixi.toml",
+                    "hatch.toml", "deno.json", "fly.toml", "render.yaml", ".replit",
+                    ".ipython/profile_default/startup/00-init.py",
+                    ".jupyter/jupyter_server_config.py", ".lintstagedrc.json",
+                    ".huskyrc.json", ".simple-git-hooks.json", ".releaserc.json",
+                    "nodemon.json", "dangerfile.js", ".Rprofile", ".dir-locals.el", ".exrc",
+                    ".nvim.lua", ".lldbinit", "configure"):
+            self.assertIsNotNone(run_later_kind(rel), rel)
+        for rel in ("calc.py", "calc/config.py", "tests/data/app.yaml", "data/project.json"):
+            self.assertIsNone(run_later_kind(rel), rel)
