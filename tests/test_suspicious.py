@@ -150,10 +150,22 @@ class ScanTest(unittest.TestCase):
                      "builtins.open = _open",
                      "_module.__class__ = _Lying"):
             new = f"import builtins, sys\n\ndef add(a, b):\n    {line}\n    return a - b\n"
-            self.assertIn((4, "reach"), kinds(new.encode()), line)
+            expected = "reach" if "__subclasses__" in line else "tamper"
+            self.assertIn((4, expected), kinds(new.encode()), line)
         honest = b"def add(a, b):\n    name = type(a).__name__ + a.__class__.__name__\n" \
                  b"    return a + b\n"
         self.assertEqual(kinds(honest), [])
+
+    def test_tampering_rejects_without_strict(self):
+        finding = {"path": "calc.py", "line": 4, "kind": "tamper",
+                   "detail": "uses ._ShouldStop: changes how the tests are built, imported or "
+                             "ended, without replacing the runner"}
+        verdict = advise(Verdict("VERIFIED", "VERIFIED: suite passes"), [finding])
+        self.assertEqual(verdict.name, "REJECTED")
+        self.assertIn("_ShouldStop", verdict.summary)
+        advisory = advise(Verdict("VERIFIED", "VERIFIED: suite passes"),
+                          [{**finding, "kind": "reach"}])
+        self.assertEqual(advisory.name, "VERIFIED")
 
     def test_a_small_change_in_a_large_file_costs_a_small_diff(self):
         old = [b"x%d = %d\n" % (i, i) for i in range(50_000)]

@@ -55,11 +55,19 @@ def advise(verdict: Verdict, findings: list[dict], strict: bool = False) -> Verd
     """Fold the advisory scan of the diff into a verdict.
 
     Findings are counted in the summary and change nothing else, unless `strict`: then any
-    finding makes the verdict REJECTED, with the findings as the reason.
+    finding makes the verdict REJECTED, with the findings as the reason. A `tamper` finding
+    (the change alters how the tests are built, imported or ended) rejects without `strict`.
     """
     if not findings:
         return verdict
     count = f"{len(findings)} suspicious finding{'s' if len(findings) != 1 else ''}"
+    tampering = [f for f in findings if f.get("kind") == "tamper"]
+    if tampering and verdict.name != "REJECTED":
+        # the suite's result itself is in doubt: how the tests are built, imported or ended
+        # was changed from inside the test process
+        verdict.name = "REJECTED"
+        verdict.summary = f"REJECTED: the change alters how the tests run: {_listed(tampering)}"
+        return verdict
     if strict and verdict.name != "REJECTED":
         state = "the suite passes, but " if verdict.name == "VERIFIED" else ""
         verdict.name = "REJECTED"

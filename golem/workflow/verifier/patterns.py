@@ -30,10 +30,12 @@ REACH = {"sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_re
 # attributes that reach a frame (a test's `self`, pytest's item) or the runner's own state
 REACH_ATTRS = {"__traceback__", "tb_frame", "f_back", "f_locals", "gi_frame", "cr_frame",
                "ag_frame", "pluginmanager", "_type_equality_funcs",
-               # every class alive (the runner's private exceptions among them), how classes
-               # are built, how modules are found and compiled
-               "__subclasses__", "__build_class__", "meta_path", "path_hooks",
-               "path_importer_cache", "_ShouldStop"}
+               # every class alive (the runner's private exceptions among them)
+               "__subclasses__", "path_importer_cache"}
+# what changes how tests run without replacing a function of the runner: how classes are
+# built, how modules are found and compiled, the runner's control-flow exception. A change
+# that adds one is REJECTED, -strict or not (`tamper`)
+TAMPER_ATTRS = {"__build_class__", "meta_path", "path_hooks", "_ShouldStop"}
 # what tells golem's graded run from a plain one
 DETECTS = {"sys.flags", "sys.orig_argv", "sys._xoptions", "sys.pycache_prefix"}
 OWNED = RUNNERS | {"doctest"}        # modules whose objects the code under test leaves alone
@@ -312,9 +314,13 @@ class Finder:
     def visit_Attribute(self, node: ast.Attribute):
         if isinstance(node.ctx, (ast.Store, ast.Del)) and (
                 node.attr == "__class__" or self.dotted(node.value) == "builtins"):
-            self.add(node, "reach", node.attr, f"sets .{node.attr}"
+            self.add(node, "tamper", node.attr, f"sets .{node.attr}"
                      + (" of builtins: every module's names" if node.attr != "__class__" else
                         ": an object (a test module, a runner's object) becomes another kind"))
+            return None
+        if node.attr in TAMPER_ATTRS:
+            self.add(node, "tamper", node.attr, f"uses .{node.attr}: changes how the tests "
+                     "are built, imported or ended, without replacing the runner")
             return None
         if node.attr in REACH_ATTRS:
             self.add(node, "reach", node.attr, f"reads .{node.attr}: reaches the frames of its "

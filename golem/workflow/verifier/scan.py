@@ -32,7 +32,7 @@ from golem.workflow.verifier.patterns import Finder, _imports, assertion_literal
 
 # what a new test file may legitimately set on TestCase
 TEST_SETTINGS = {"maxDiff", "longMessage"}
-TEST_KINDS = {"runner-patch", "exit", "unscannable"}
+TEST_KINDS = {"runner-patch", "exit", "unscannable", "tamper"}
 MAX_BYTES = 2_000_000
 
 
