@@ -236,6 +236,8 @@ def _agent_command(args: argparse.Namespace, undo_hint: bool = True) -> int:
                                  "without -attempts")
             checked = _with_preflight(provider, config_)
             try:
+                if hasattr(checked, "preflight"):
+                    checked.preflight.arm()     # an abort from here on is reported
                 if plan and "count" in plan:
                     report = _fix_attempts(options, plan, trace, secrets, settings)
                     line = report["summary"]
@@ -381,7 +383,10 @@ def _fix_attempts(options, plan: dict, trace, secrets: list, settings) -> dict:
                                 settings["price"], origin)
         priced = prices.Priced(inner, pricing)
         sources.append(priced)
-        return _with_preflight(priced, config_)
+        checked = _with_preflight(priced, config_)
+        if hasattr(checked, "preflight"):
+            checked.preflight.arm()     # an attempt's failed preflight stops the run as before
+        return checked
 
     specs = make_specs(plan["models"], plan["count"], factory)
     for spec in specs:

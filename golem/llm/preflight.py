@@ -72,6 +72,7 @@ class Preflight:
         self._done = threading.Event()
         self._waiting = False
         self._cancelled = False
+        self._armed = False     # the main thread is where it can take an abort (`arm`)
         self._aborted = False
         self._reported = False
         self._thread = threading.Thread(target=self._run, name="golem-preflight", daemon=True)
@@ -96,7 +97,8 @@ class Preflight:
         with self._lock:    # held, so that wait() cannot slip in before the abort is sent
             self.result = result
             self._done.set()
-            if result.outcome == "failed" and not (self._waiting or self._cancelled):
+            if result.outcome == "failed" and self._armed and not (self._waiting
+                                                                   or self._cancelled):
                 # the main thread is still in the baseline: stop it now
                 self._aborted = signals.abort_main(Abort(self.message()))
 
@@ -138,6 +140,17 @@ class Preflight:
         url = where(self.probe.url)
         what = "preflight" if url in detail else f"preflight GET {url}"
         return f"{self.label}: {detail} ({what}, before any model call)"
+
+    def arm(self) -> None:
+        """From the main thread, once it can take an abort and record the `preflight`
+        event: a failure found from now on stops the baseline at once; one found before is
+        raised here."""
+        with self._lock:
+            self._armed = True
+            failed = self.result is not None and self.result.outcome == "failed" and not (
+                self._waiting or self._cancelled)
+        if failed:
+            raise Abort(self.message())
 
     def wait(self, deadline: float | None = None) -> None:
         """Block until the preflight is done (never past `deadline`); UsageError when it
