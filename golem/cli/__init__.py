@@ -521,8 +521,8 @@ def _pick_command(args: argparse.Namespace) -> int:
 
 def _outgoing(report: dict, secrets) -> dict:
     """The result as it may leave golem: no key anywhere in it, no Infinity or NaN."""
-    from golem.core.outgoing import finite, redact_value
-    return finite(redact_value(report, secrets))
+    from golem.core.outgoing import cleaned
+    return cleaned(report, secrets)
 
 
 def _write_result(args: argparse.Namespace, path: str, report: dict) -> None:

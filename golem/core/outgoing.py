@@ -190,27 +190,24 @@ def redact_value(value: Any, secrets: Iterable[str]) -> Any:
     blank = redactor(secrets)
     if not blank:
         return value
-    return _rebuild(value, blank)
+    return _rebuild(value, lambda item: blank(item) if isinstance(item, str) else item, blank)
 
 
-def _rebuild(value: Any, leaf) -> Any:
-    """`value` with `leaf` applied to every string in it (dict keys too), without recursion;
-    tuples become lists, as JSON has them."""
-    if isinstance(value, str):
-        return leaf(value)
+def _rebuild(value: Any, leaf, key=None) -> Any:
+    """`value` with `leaf` applied to everything in it that is not a dict, list or tuple,
+    and `key` to every string key of a dict, without recursion; tuples become lists, as JSON
+    has them."""
     if not isinstance(value, (dict, list, tuple)):
-        return value
+        return leaf(value)
     root: list[Any] = [None]
     stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
     while stack:
         item, parent, slot = stack.pop()
-        if isinstance(item, str):
-            parent[slot] = leaf(item)
-        elif isinstance(item, dict):
+        if isinstance(item, dict):
             copy: dict = {}
             parent[slot] = copy
-            for key, child in item.items():
-                name = leaf(key) if isinstance(key, str) else key
+            for name, child in item.items():
+                name = key(name) if key is not None and isinstance(name, str) else name
                 copy[name] = None
                 stack.append((child, copy, name))
         elif isinstance(item, (list, tuple)):
@@ -218,7 +215,7 @@ def _rebuild(value: Any, leaf) -> Any:
             parent[slot] = copy_list
             stack.extend((child, copy_list, i) for i, child in enumerate(item))
         else:
-            parent[slot] = item
+            parent[slot] = leaf(item)
     return root[0]
 
 
@@ -236,24 +233,13 @@ def _finite_leaf(value: Any) -> Any:
 
 def finite(value: Any) -> Any:
     """`value` with every float that is not finite replaced by None, at any depth."""
-    if isinstance(value, float):
-        return _finite_leaf(value)
-    if not isinstance(value, (dict, list, tuple)):
-        return value
-    root: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
-    while stack:
-        item, parent, slot = stack.pop()
-        if isinstance(item, dict):
-            copy: dict = {}
-            parent[slot] = copy
-            for key, child in item.items():
-                copy[key] = None
-                stack.append((child, copy, key))
-        elif isinstance(item, (list, tuple)):
-            copy_list: list = [None] * len(item)
-            parent[slot] = copy_list
-            stack.extend((child, copy_list, i) for i, child in enumerate(item))
-        else:
-            parent[slot] = _finite_leaf(item)
-    return root[0]
+    return _rebuild(value, _finite_leaf)
+
+
+def cleaned(value: Any, secrets: Iterable[str]) -> Any:
+    """`finite(redact_value(value, secrets))` in one walk: what a JSON line may carry."""
+    blank = redactor(secrets)
+    if not blank:
+        return finite(value)
+    return _rebuild(value, lambda item: blank(item) if isinstance(item, str)
+                    else _finite_leaf(item), blank)

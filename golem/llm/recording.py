@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from golem.core.errors import ProviderError, UsageError
 from golem.llm.http import Transport, TransportFailure, urllib_transport
-from golem.core.outgoing import finite, redact, redact_value
+from golem.core.outgoing import cleaned, redact
 
 __all__ = ["Recorder", "Replayer", "differences", "first_difference", "transport_for"]
 
@@ -80,7 +80,7 @@ class Recorder:
 
     def _append(self, exchange: dict[str, Any], secrets: list[str]) -> None:
         # redacted in the data first (a key JSON would escape is still found), then the text
-        line = redact(json.dumps(finite(redact_value(exchange, secrets)), ensure_ascii=False),
+        line = redact(json.dumps(cleaned(exchange, secrets), ensure_ascii=False),
                       secrets)
         # Written whole per exchange, so a crashed run still leaves every one before the crash.
         data = (line + "\n").encode("utf-8", errors="backslashreplace")

@@ -16,7 +16,7 @@ from typing import Any, Iterable, TextIO
 
 from golem.trace import encode
 from golem.core.errors import UsageError
-from golem.core.outgoing import REDACTED, clip, finite, redact, redact_value
+from golem.core.outgoing import REDACTED, cleaned, clip, redact
 from golem.trace.console import Console, Style
 from golem.trace.text import printable
 
@@ -174,7 +174,7 @@ class Trace:
         record = {"event": event, "time": _now(), **fields}
         # redacted before anything is cut (the console shortens long values), and finite,
         # since Infinity and NaN are not JSON
-        clean = finite(redact_value(record, self.secrets))
+        clean = cleaned(record, self.secrets)
         with self._lock:
             self._write(event, record, clean, fields)
         return record
