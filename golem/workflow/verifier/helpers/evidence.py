@@ -21,12 +21,15 @@ import os
 import sys
 
 import _thread
-import hashlib
+try:    # the standard library's own SHA-256 (3.11): no OpenSSL to load in every test process
+    from _sha256 import sha256 as _sha256
+except ImportError:
+    from hashlib import sha256 as _sha256
 
 _write, _environ, _relpath, _realpath = os.write, os.environ, os.path.relpath, os.path.realpath
 _read, _close, _fstat, _pipe, _getpid = os.read, os.close, os.fstat, os.pipe, os.getpid
 _addaudithook, _getframe, _current_frames = sys.addaudithook, sys._getframe, sys._current_frames
-_get_ident, _start_thread, _sha256 = _thread.get_ident, _thread.start_new_thread, hashlib.sha256
+_get_ident, _start_thread = _thread.get_ident, _thread.start_new_thread
 _set_inheritable = os.set_inheritable
 from time import monotonic as _monotonic
 try:    # imported now, before the working directory is on sys.path
@@ -262,7 +265,7 @@ def _defined(klass, cwd: str) -> tuple:
     items = _list(space.items())
     files, paths, function = [], {}, _FunctionType
     for name, value in items:
-        if _type(value) is function and "__wrapped__" not in value.__dict__:
+        if _type(value) is function and getattr(value, "__wrapped__", None) is None:
             # `code_file`, read afresh (a function whose code was swapped included): one
             # audited read; its path made relative once
             path = value.__code__.co_filename
