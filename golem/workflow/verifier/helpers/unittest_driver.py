@@ -44,8 +44,7 @@ _spec.loader.exec_module(evidence)
 _exit, _getcwd, _isinstance, _type, _vars = os._exit, os.getcwd, isinstance, type, vars
 _callable, _origin, _any = callable, evidence.origin, any
 _map, _len, _sum, _all, _list, _is = map, len, sum, all, list, operator.is_
-_set, _from, _repeat, _cycle, _monotonic = set, itertools.chain.from_iterable, \
-    itertools.repeat, itertools.cycle, time.monotonic
+_repeat, _monotonic = itertools.repeat, time.monotonic
 _PLAIN_NAME = "_testMethodName"
 _TEST_ID = unittest.TestCase.id
 STREAM = evidence.Stream()
@@ -222,7 +221,8 @@ def _report(test, outcome):
 
 # Passing tests of one class wait in `_passed` (at most `_BATCH` of them, for at most 50 ms,
 # and never past the start of a test of another class) and are described together by
-# `_settle`: the same reads and checks as `_describe` makes for each, in loops that run in C.
+# `_settle`: the same reads and checks as `_describe` makes for each, in one loop, with what
+# the tests of the class share looked up once.
 # What the checks read (a test's assertEqual table, the members of its class) the code under
 # test could as well have put back before `addSuccess` (from the test's own cleanups), so
 # reading it a few tests later reads nothing it could not have hidden anyway; a class that
