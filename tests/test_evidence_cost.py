@@ -211,6 +211,24 @@ class DriverTest(unittest.TestCase):
         self.assertNotIn("helper.py", result.origins["test_batch.Many.test_24"])
         self.assertEqual(result.files["test_batch.Many.test_24"], "tests/test_batch.py")
 
+    def test_an_assertequal_table_of_another_kind_is_no_evidence(self):
+        # a dict subclass holding unittest's own entries, whose `get` answers otherwise
+        with open(os.path.join(self.root, "helper.py"), "w") as handle:
+            handle.write("class Table(dict):\n"
+                         "    def get(self, key, default=None):\n"
+                         "        return (lambda *a, **k: None) if key is int else "
+                         "dict.get(self, key, default)\n\n\n"
+                         "def prepare(case):\n"
+                         "    case._type_equality_funcs = Table(case._type_equality_funcs)\n")
+        with open(os.path.join(self.root, "tests", "test_table.py"), "w") as handle:
+            handle.write("import unittest\n\nimport helper\n\n\n"
+                         "class Case(unittest.TestCase):\n"
+                         "    def setUp(self):\n        helper.prepare(self)\n\n"
+                         "    def test_wrong(self):\n        self.assertEqual(1, 2)\n")
+        result = self.suite()
+        self.assertEqual(result.tests.get("test_table.Case.test_wrong"), "error", result.tests)
+        self.assertFalse(result.passed)
+
 
 if __name__ == "__main__":
     unittest.main()
