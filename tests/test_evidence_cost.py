@@ -181,6 +181,54 @@ class DriverTest(unittest.TestCase):
                     self.assertIn("test_many.helper", guard[0])
                     self.assertFalse(result.passed)
 
+    def test_a_test_that_differs_in_a_batch_is_described_on_its_own(self):
+        # passing tests of a class are checked together: the one whose assertEqual table the
+        # tree's code changed, and the one that keeps a function of the tree, among them
+        with open(os.path.join(self.root, "helper.py"), "w") as handle:
+            handle.write("def double(x):\n    return 2 * x\n\n\n"
+                         "def prepare(case):\n"
+                         "    if case._testMethodName == 'test_20':\n"
+                         "        case._type_equality_funcs[int] = 'assertNotEqual'\n"
+                         "    if case._testMethodName == 'test_25':\n"
+                         "        case.keep = double\n")
+        methods = "".join(f"    def test_{i:02d}(self):\n        self.assertEqual(1, 1)\n\n"
+                          for i in range(40) if i != 20)
+        with open(os.path.join(self.root, "tests", "test_batch.py"), "w") as handle:
+            handle.write("import unittest\n\nimport helper\n\n\n"
+                         "class Many(unittest.TestCase):\n"
+                         "    def setUp(self):\n        helper.prepare(self)\n\n"
+                         "    def test_20(self):\n        self.assertEqual(1, 2)\n\n"
+                         + methods)
+        result = self.suite()
+        self.assertEqual(result.tests.pop("test_batch.Many.test_20"), "error")
+        guard = [t for t in result.tests if t.startswith("golem: the code under")]
+        self.assertEqual(len(guard), 1, result.tests)
+        self.assertIn("assertEqual for int in test_batch.Many.test_20", guard[0])
+        del result.tests[guard[0]]
+        self.assertEqual(len(result.tests), 39)
+        self.assertEqual(set(result.tests.values()), {"passed"})
+        self.assertIn("helper.py", result.origins["test_batch.Many.test_25"])
+        self.assertNotIn("helper.py", result.origins["test_batch.Many.test_24"])
+        self.assertEqual(result.files["test_batch.Many.test_24"], "tests/test_batch.py")
+
+    def test_an_assertequal_table_of_another_kind_is_no_evidence(self):
+        # a dict subclass holding unittest's own entries, whose `get` answers otherwise
+        with open(os.path.join(self.root, "helper.py"), "w") as handle:
+            handle.write("class Table(dict):\n"
+                         "    def get(self, key, default=None):\n"
+                         "        return (lambda *a, **k: None) if key is int else "
+                         "dict.get(self, key, default)\n\n\n"
+                         "def prepare(case):\n"
+                         "    case._type_equality_funcs = Table(case._type_equality_funcs)\n")
+        with open(os.path.join(self.root, "tests", "test_table.py"), "w") as handle:
+            handle.write("import unittest\n\nimport helper\n\n\n"
+                         "class Case(unittest.TestCase):\n"
+                         "    def setUp(self):\n        helper.prepare(self)\n\n"
+                         "    def test_wrong(self):\n        self.assertEqual(1, 2)\n")
+        result = self.suite()
+        self.assertEqual(result.tests.get("test_table.Case.test_wrong"), "error", result.tests)
+        self.assertFalse(result.passed)
+
 
 if __name__ == "__main__":
     unittest.main()

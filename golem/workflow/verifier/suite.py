@@ -551,7 +551,7 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = 
                 for each in ids:
                     if isinstance(each, str):
                         collected[each] = collected.get(each, 0) + 1
-            before, left = left, dict(collected)
+            before, left = left, collected     # counted down as the tests are reported
             for each, count in before.items():      # reported before the collection
                 left[each] = left.get(each, 1) + count - 1
         elif kind == "test" or kind == "tests":

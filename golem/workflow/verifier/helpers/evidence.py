@@ -21,12 +21,15 @@ import os
 import sys
 
 import _thread
-import hashlib
+try:    # the standard library's own SHA-256 (3.11): no OpenSSL to load in every test process
+    from _sha256 import sha256 as _sha256
+except ImportError:
+    from hashlib import sha256 as _sha256
 
 _write, _environ, _relpath, _realpath = os.write, os.environ, os.path.relpath, os.path.realpath
 _read, _close, _fstat, _pipe, _getpid = os.read, os.close, os.fstat, os.pipe, os.getpid
 _addaudithook, _getframe, _current_frames = sys.addaudithook, sys._getframe, sys._current_frames
-_get_ident, _start_thread, _sha256 = _thread.get_ident, _thread.start_new_thread, hashlib.sha256
+_get_ident, _start_thread = _thread.get_ident, _thread.start_new_thread
 _set_inheritable = os.set_inheritable
 from time import monotonic as _monotonic
 try:    # imported now, before the working directory is on sys.path
@@ -35,7 +38,7 @@ except ImportError:                     # pragma: no cover - an interpreter with
     _ctypes = None
 _O_ACCMODE = getattr(os, "O_ACCMODE", 3)
 _sep, _isinstance, _type, _vars, _callable = os.sep, isinstance, type, vars, callable
-_id, _set = id, set
+_id, _set, _map, _len, _sum, _all, _list = id, set, map, len, sum, all, list
 _ModuleType = _type(sys)
 _FunctionType = _type(lambda: None)
 _DESCRIPTORS = (classmethod, staticmethod, property)
@@ -66,8 +69,18 @@ def _json(value) -> str:
     if _isinstance(value, dict):
         return "{" + ",".join(_text(str(k)) + ":" + _json(v) for k, v in value.items()) + "}"
     if _isinstance(value, (list, tuple, set, frozenset)):
-        return "[" + ",".join([_json(v) for v in value]) + "]"
+        return "[" + _items(_list(value)) + "]"
     return _json(str(value))
+
+
+def _items(values: list) -> str:
+    """The JSON of `values`, without the brackets: a list of plain text with nothing to
+    escape (test ids, most often) in one join."""
+    if _set(_map(_type, values)) == {str}:
+        joined = "".join(values)
+        if joined.isprintable() and '"' not in joined and "\\" not in joined:
+            return '"' + '","'.join(values) + '"'
+    return ",".join([_json(v) for v in values])
 
 
 FAILING = ("failed", "error")
@@ -112,8 +125,10 @@ class Stream:
         if self.fd < 0:
             return
         key = self._key
-        if key is None or key[0] is not origins or key[1] != outcome or key[2] != file \
-                or key[3] != pseudo:
+        # the same objects as the test before (the driver hands over its constants and its
+        # per-class values): nothing to compare by value
+        if key is None or key[0] is not origins or key[1] is not outcome \
+                or key[2] is not file or key[3] is not pseudo:
             if key is None or key[1] != outcome or key[2] != file or key[3] != pseudo \
                     or key[0] != origins:
                 self._close_group()
@@ -126,16 +141,27 @@ class Stream:
         if outcome in FAILING or self._size > 16384 or _monotonic() - self._since > 0.05:
             self.flush()    # a failure at once: it is evidence even if the run never ends
 
+    def tests(self, ids: list, outcome, file, pseudo, origins) -> None:
+        """Finished tests (`ids`, text) that share an outcome, file and origins: `test` for
+        each, in one call."""
+        if self.fd < 0 or not ids:
+            return
+        if _set(_map(_type, ids)) != {str} or outcome in FAILING:
+            for test_id in ids:
+                self.test(test_id, outcome, file, pseudo, origins)
+            return
+        self.test(ids[0], outcome, file, pseudo, origins)   # the group, opened as for one
+        if _len(ids) > 1:
+            more = ids[1:]
+            self._ids += more
+            self._size += _sum(_map(_len, more)) + 3 * _len(more)
+            if self._size > 16384 or _monotonic() - self._since > 0.05:
+                self.flush()
+
     def _close_group(self) -> None:
         ids = self._ids
         if ids:
-            joined = "".join(ids) if _set(map(_type, ids)) == {str} else None
-            if joined is not None and joined.isprintable() and '"' not in joined \
-                    and "\\" not in joined:
-                text = '"' + '","'.join(ids) + '"'     # the common case, nothing to escape
-            else:
-                text = ",".join([_json(i) for i in ids])
-            self._held.append(self._head + text + "]}\n")
+            self._held.append(self._head + _items(ids) + "]}\n")
             self._ids = []
 
     def _write(self, text: str) -> None:
@@ -211,24 +237,10 @@ def origins(objects, cwd: str) -> list:
     return found
 
 
-_CLASS_ORIGINS = {}
-
-
-def class_origins(cls, cwd: str) -> list:
-    """`origins` of `class_code(cls)`, computed once per class: what a test records costs
-    the same however many methods its class has."""
-    key = (cls if _type(cls) is _type else _id(cls), cwd)    # a metaclass may hash
-    held = _CLASS_ORIGINS.get(key)
-    if held is None or held[0] is not cls:
-        held = (cls, origins(class_code(cls), cwd))     # the class kept alive: its id stays
-        _CLASS_ORIGINS[key] = held
-    return held[1]
-
-
 def test_origins(objects, cls, cwd: str) -> list:
     """Workspace files the code of a test comes from: its own `objects`, then its class's."""
     found = origins(objects, cwd)
-    for rel in (class_origins(cls, cwd) if cls is not None else ()):
+    for rel in (class_code(cls, cwd)[0] if cls is not None else ()):
         if rel not in found:
             found.append(rel)
     return found
@@ -239,22 +251,66 @@ def _own(klass) -> bool:
     return not (module in ("builtins",) or module == "unittest" or module.startswith("unittest."))
 
 
-def class_names(cls) -> set:
-    """The names the classes `class_code` reads define: the code of a test method named
-    here is among its class's."""
-    return {name for klass in getattr(cls, "__mro__", ()) if _own(klass)
-            for name in list(_vars(klass))}
+_DEFINED = {}   # class -> (it, cwd, its namespace's size, (files, names) of what it defines)
 
 
-def class_code(cls) -> list:
-    """The functions a class and its bases (outside unittest and the builtins) define."""
-    found = []
-    for klass in getattr(cls, "__mro__", ()):
-        if not _own(klass):
+def _defined(klass, cwd: str) -> tuple:
+    """(the workspace files the code of the functions `klass` defines comes from, the names
+    it defines), read once per class and again when its namespace changes size: a base
+    shared by many test classes is read once, not once for each."""
+    space = _vars(klass)
+    held = _DEFINED.get(klass)
+    if held is not None and held[0] is klass and held[2] == _len(space) and held[1] == cwd:
+        return held[3]
+    items = _list(space.items())
+    files, paths, function = [], {}, _FunctionType
+    for name, value in items:
+        if _type(value) is function and getattr(value, "__wrapped__", None) is None:
+            # `code_file`, read afresh (a function whose code was swapped included): one
+            # audited read; its path made relative once
+            path = value.__code__.co_filename
+            rel = paths.get(path, paths)
+            if rel is paths:
+                rel = paths[path] = relative(path, cwd)
+        elif _callable(value) or _isinstance(value, _DESCRIPTORS):
+            rel = origin(getattr(value, "__func__", value), cwd)
+        else:
             continue
-        for value in list(_vars(klass).values()):
-            if _callable(value) or _isinstance(value, _DESCRIPTORS):
-                found.append(getattr(value, "__func__", value))
+        if rel and rel not in files:
+            files.append(rel)
+    found = (files, [name for name, _ in items])
+    _DEFINED[klass] = (klass, cwd, _len(items), found)     # the class kept alive: a key
+    return found
+
+
+_CLASS_CODE = {}    # class -> (it, cwd, its __mro__, the namespaces in it, their sizes, code)
+
+
+def class_code(cls, cwd: str) -> tuple:
+    """(the workspace files the functions of `cls` and of its bases outside unittest and the
+    builtins come from, the set of names those classes define: a test method named there has
+    its code among them), read once per class and again when a class of its `__mro__` gains
+    or loses a member, or the `__mro__` changes. What a test records costs the same however
+    many methods its class has."""
+    mro = getattr(cls, "__mro__", ())
+    # `cls` is its own key, checked by identity: a metaclass that hashes or compares its
+    # classes alike only has them read again
+    held = _CLASS_CODE.get(cls)
+    if held is not None and held[0] is cls and held[2] is mro and held[1] == cwd \
+            and _sum(_map(_len, held[3])) == held[4]:
+        return held[5]
+    classes = _list(mro)
+    spaces = tuple([_vars(klass) for klass in classes])
+    files, names = [], _set()
+    for klass in classes:
+        if _own(klass):
+            more, defined = _defined(klass, cwd)
+            files += [rel for rel in more if rel not in files]
+            names.update(defined)
+    found = (files, names)
+    # kept with the very `__mro__` read above (a new one when `__bases__` is set) and the
+    # sizes of the namespaces now
+    _CLASS_CODE[cls] = (cls, cwd, mro, spaces, _sum(_map(_len, spaces)), found)
     return found
 
 
@@ -452,7 +508,9 @@ def watch_reads(stream, cwd: str, limit: int = 5000) -> None:
         except Exception:
             return      # never in the way of the code under test
 
-    _addaudithook(hook)
+    join = _JOIN.pop() if _JOIN else None
+    if join is None or not join(hook):
+        _addaudithook(hook)
 
 
 _WORDS = str.maketrans({c: " " for c in "=:,;|&<>()'\"`"})   # what separates words in a command
@@ -484,6 +542,7 @@ _SET_NAMES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 # (function, attribute, its value before) for every function whose code or defaults were set
 # since the audit started: what `rebound` checks instead of reading every function
 _SET = []
+_JOIN = []      # how `watch_reads` joins the audit hook (`_audit`), until it has
 
 
 class Sealed:
@@ -630,6 +689,11 @@ def _audit(fd: int, sealer: list) -> None:
             return
         if event == "builtins.id":
             return
+        check(event, args)      # may raise: the operation is refused, nothing else runs
+        if watch:
+            watch[0](event, args)
+
+    def check(event, args):
         if event in audited:
             if event == "sys._current_frames" and sealer and get_ident() == sealer[0]:
                 return
@@ -665,6 +729,19 @@ def _audit(fd: int, sealer: list) -> None:
 
     frame_attrs, busy, getframe = _FRAME_ATTRS, set(), _getframe
     reacher = _frame_reacher(_realpath(os.getcwd()))
+    # the read watcher (`watch_reads`) runs inside this hook, after it, as a second hook
+    # would: each audited event costs one call of Python code, not two. It can join once,
+    # before any code under test runs (the joining function is then gone from `_JOIN`).
+    watch = []
+
+    def join(handler) -> bool:
+        if watch:
+            return False
+        watch.append(handler)
+        return True
+
+    del _JOIN[:]
+    _JOIN.append(join)
     _addaudithook(hook)
 
 

@@ -35,6 +35,7 @@ class Plugin:
         self.collected = ([], 0)
         self.before = None
         self.plugins = None
+        self.last = (object(), None)    # the last item's path, and its file
 
     def _rel(self, path):
         return self.evidence.relative(str(path) if path is not None else None, self.cwd)
@@ -117,7 +118,10 @@ class Plugin:
         item = self.items.get(nodeid)
         file, origins = None, []
         if item is not None:
-            file = self._rel(getattr(item, "path", None) or getattr(item, "fspath", None))
+            path = getattr(item, "path", None) or getattr(item, "fspath", None)
+            if path is not self.last[0]:    # the items of a module share their path object
+                self.last = (path, self._rel(path))
+            file = self.last[1]
             obj = getattr(item, "obj", None)
             origins = self.evidence.test_origins([obj] if obj is not None else [],
                                                  getattr(item, "cls", None), self.cwd)

@@ -21,7 +21,10 @@ import sys
 # Everything the driver uses is imported here, before the working directory is on sys.path.
 import doctest
 import importlib.util
+import itertools
+import operator
 import os
+import time
 import traceback
 import unittest
 import unittest.case
@@ -40,6 +43,9 @@ _spec.loader.exec_module(evidence)
 
 _exit, _getcwd, _isinstance, _type, _vars = os._exit, os.getcwd, isinstance, type, vars
 _callable, _origin, _any = callable, evidence.origin, any
+_map, _len, _sum, _all, _list, _is = map, len, sum, all, list, operator.is_
+_repeat, _monotonic = itertools.repeat, time.monotonic
+_PLAIN_NAME = "_testMethodName"
 _TEST_ID = unittest.TestCase.id
 STREAM = evidence.Stream()
 CWD = os.path.realpath(_getcwd())
@@ -67,53 +73,109 @@ def _failed_module_file(name):
 
 def _describe(test):
     """(id, file, is pseudo, origins) for one test, at a cost that does not grow with its
-    class: what the tests of a class share is found once."""
+    class: what the tests of a class share is found once, and read again when a class of
+    its `__mro__` gains or loses a member."""
     cls = _type(test)
     held = _CLASSES.get(cls)
-    if held is not None and held[4] != sum(len(_vars(klass)) for klass in cls.__mro__):
-        held = None         # a class that gained a member mid-run: its code read again
-    if held is None:
-        kind = cls.__name__
-        if kind == "_FailedTest":
-            return test.id(), _failed_module_file(test._testMethodName or ""), True, []
-        if kind == "_ErrorHolder":
-            # "setUpClass (pkg.test_mod.Case)" or "setUpModule (pkg.test_mod)"
-            inner = test.description.rpartition("(")[2].rstrip(")")
-            module = inner if inner in sys.modules else inner.rpartition(".")[0]
-            return test.id(), _module_file(module), True, []
-        # its module's file, the files its code comes from, the names its classes define
-        # (and the start of its tests' ids, when it keeps unittest's `id`), and the size of
-        # its classes' namespaces
-        held = _CLASSES[cls] = (_module_file(cls.__module__),
-                                evidence.origins(evidence.class_code(cls), CWD),
-                                evidence.class_names(cls),
-                                unittest.util.strclass(cls) + "." if getattr(cls, "id", None) is _TEST_ID
-                                else None, sum(len(_vars(klass)) for klass in cls.__mro__))
-    found = held[1]
+    if held is None or held[0] is not cls or held[1] is not cls.__mro__ \
+            or _sum(_map(_len, held[2])) != held[3]:
+        held = _class(test, cls)
+        if held[0] is None:
+            return held[1]      # not a test of a class: one of unittest's stand-ins
+    found = held[5]
     name = getattr(test, "_testMethodName", "") or ""
-    if name not in held[2]:     # a test method its classes do not define (`__getattr__`)
+    if name not in held[6]:     # a test method its classes do not define (`__getattr__`)
         rel = _origin(getattr(test, name, None), CWD)
         if rel and rel not in found:
             found = [*found, rel]
-    values = _vars(test).values()
-    if _any(map(_callable, values)):        # a function test, or one kept by setUp
-        for value in values:
+    space = _vars(test)
+    if _any(_map(_callable, space.values())):       # a function test, or one kept by setUp
+        for value in _list(space.values()):
             if _callable(value):
                 rel = _origin(value, CWD)
                 if rel and rel not in found:
                     found = [*found, rel]
-    test_id = test.id() if held[3] is None or _type(name) is not str else held[3] + name
-    equality = _vars(test).get("_type_equality_funcs")
-    if equality is not None and not (_type(equality) is dict and len(equality) == len(_EQUALITY)
-                                     and all(equality.get(k) is v for k, v in _EQUALITY.items())):
+    prefix = held[7]
+    test_id = prefix + name if prefix is not None and _type(name) is str else test.id()
+    equality = space.get("_type_equality_funcs")
+    if equality is not None and not _unittests_table(equality):
         for value in _equality(test, test_id, equality):
             rel = _origin(value, CWD)
             if rel and rel not in found:
                 found = [*found, rel]
-    return test_id, held[0], False, found
+    return test_id, held[4], False, found
+
+
+def _class(test, cls) -> tuple:
+    """What the tests of `cls` share, read now: (the class, its `__mro__`, the namespaces in
+    it, their sizes, its module's file, the files its code comes from, the names its classes
+    define, the start of its tests' ids when it keeps unittest's `id`); for unittest's
+    stand-ins for a module or class that failed, (None, the test's description)."""
+    kind = cls.__name__
+    if kind == "_FailedTest":
+        return None, (test.id(), _failed_module_file(test._testMethodName or ""), True, [])
+    if kind == "_ErrorHolder":
+        # "setUpClass (pkg.test_mod.Case)" or "setUpModule (pkg.test_mod)"
+        inner = test.description.rpartition("(")[2].rstrip(")")
+        module = inner if inner in sys.modules else inner.rpartition(".")[0]
+        return None, (test.id(), _module_file(module), True, [])
+    mro = cls.__mro__
+    spaces = tuple([_vars(klass) for klass in mro])
+    files, names = evidence.class_code(cls, CWD)
+    held = _CLASSES[cls] = (cls, mro, spaces, _sum(_map(_len, spaces)),
+                            _module_file(cls.__module__), files, names, _prefix(cls))
+    return held
+
+
+def _prefix(cls):
+    """The start of the ids of the tests of `cls` ("module.Class."), when it keeps unittest's
+    `id`; else None."""
+    return unittest.util.strclass(cls) + "." if getattr(cls, "id", None) is _TEST_ID else None
+
+
+def _collected(tests) -> list:
+    """The ids of `tests` (unittest's stand-ins left out), as `_describe` makes them: the
+    tests of a class that keeps unittest's `id` from its prefix, in one loop."""
+    ids, prefixes = [], {}
+    for cls, group in itertools.groupby(tests, _type):
+        if cls.__name__ in PSEUDO_TYPES:
+            continue
+        group = _list(group)
+        got = prefixes.get(cls)
+        if got is None or got[0] is not cls:
+            got = prefixes[cls] = (cls, _prefix(cls))
+        count = _len(group)
+        names = _list(_map(getattr, group, _repeat(_PLAIN_NAME, count), _repeat("", count)))
+        if got[1] is not None and _all(_map(_is, _map(_type, names), _repeat(str, count))):
+            ids += _map(got[1].__add__, names)
+        else:
+            for test, name in zip(group, names):
+                name = name or ""
+                ids.append(got[1] + name if got[1] is not None and _type(name) is str
+                           else test.id())
+    return ids
 
 
 _EQUALITY = dict(unittest.TestCase()._type_equality_funcs)     # what unittest maps by type
+
+
+def _unittests_table(table, _dict=dict, _size=len(_EQUALITY), _keys=tuple(_EQUALITY),
+                     _values=tuple(_EQUALITY.values()), _pairs=tuple(_EQUALITY.items())):
+    """Whether `table` maps the types unittest's own table maps each to the very same object
+    (a fresh instance's table, as most tests keep it). Compared by identity, so no code of
+    the test's runs: unittest's six entries (dict, list, tuple, set, frozenset, str) one by
+    one in unittest's order, anything else by looking each type up."""
+    if _type(table) is not _dict or _len(table) != _size:
+        return False
+    if _size == 6:
+        k0, k1, k2, k3, k4, k5 = _keys
+        v0, v1, v2, v3, v4, v5 = _values
+        a, b, c, d, e, f = table
+        if a is k0 and b is k1 and c is k2 and d is k3 and e is k4 and f is k5:
+            a, b, c, d, e, f = table.values()
+            if a is v0 and b is v1 and c is v2 and d is v3 and e is v4 and f is v5:
+                return True
+    return _all(table.get(k) is v for k, v in _pairs)
 
 
 def _equality(test, test_id, equality) -> list:
@@ -123,6 +185,9 @@ def _equality(test, test_id, equality) -> list:
     guard record: the run is no evidence for that test."""
     found, wrong = [], []
     items = list(dict.items(equality)) if _isinstance(equality, dict) else [(None, None)]
+    if _isinstance(equality, dict) and _type(equality) is not dict:
+        # its entries may be unittest's own while its `get`, which assertEqual calls, is not
+        wrong.append("every type (a table of another kind)")
     for kind, func in items:
         if _type(func) is str:
             if _EQUALITY.get(kind) is func or str.__eq__(_EQUALITY.get(kind) or "", func):
@@ -138,10 +203,15 @@ def _equality(test, test_id, equality) -> list:
     return found
 
 
-_CLASSES = {}       # test class -> (its module's file, the files its code comes from)
+_CLASSES = {}       # test class -> what its tests share (`_class`)
 
 
 def _record(test, outcome):
+    _settle()       # the passing tests before it first, in order
+    _report(test, outcome)
+
+
+def _report(test, outcome):
     test_id, file, pseudo, origins = _describe(test)
     if test_id in _tainted and outcome not in ("failed", "error"):
         outcome = "error"   # its assertEqual was not unittest's: whatever it says, no evidence
@@ -152,10 +222,96 @@ def _record(test, outcome):
     STREAM.test(test_id, outcome, file, pseudo, origins)
 
 
+# Passing tests of one class wait in `_passed` (at most `_BATCH` of them, for at most 50 ms,
+# and never past the start of a test of another class) and are described together by
+# `_settle`: the same reads and checks as `_describe` makes for each, in one loop, with what
+# the tests of the class share looked up once.
+# What the checks read (a test's assertEqual table, the members of its class) the code under
+# test could as well have put back before `addSuccess` (from the test's own cleanups), so
+# reading it a few tests later reads nothing it could not have hidden anyway; a class that
+# changed within a batch has its code read again for every test of the batch.
+_passed = []
+_since = [0.0]
+_BATCH = 256
+_TABLE = "_type_equality_funcs"
+_TABLE_KEYS, _TABLE_VALUES = tuple(_EQUALITY), tuple(_EQUALITY.values())
+
+
+def _settle() -> None:
+    """Record the passing tests waiting in `_passed`."""
+    if not _passed:
+        return
+    tests = _passed[:]
+    del _passed[:]
+    if not _plain(tests):
+        for test in tests:      # one at a time, as `_describe` sees each
+            _report(test, "passed")
+    if _monotonic() - _since[0] > 0.05:
+        STREAM.flush()
+
+
+def _plain(tests) -> bool:
+    """Record `tests` (of one class) as passed when each is what `_describe` finds for most:
+    a method its class defines, no callable of its own, unittest's own assertEqual table,
+    no failing subtest; else record nothing and say so."""
+    cls = _type(tests[0])
+    held = _CLASSES.get(cls)
+    if held is None or held[0] is not cls or held[1] is not cls.__mro__ \
+            or _sum(_map(_len, held[2])) != held[3]:
+        held = _class(tests[0], cls)
+    prefix = held[7]
+    if held[0] is None or prefix is None or _len(_TABLE_KEYS) != 6:
+        return False
+    names, ids, callables = held[6], [], _callable
+    k0, k1, k2, k3, k4, k5 = _TABLE_KEYS
+    v0, v1, v2, v3, v4, v5 = _TABLE_VALUES
+    for test in tests:
+        name = getattr(test, _PLAIN_NAME, "")
+        space = _vars(test)
+        if _type(test) is not cls or _type(name) is not str or name not in names \
+                or _type(space) is not dict:
+            return False
+        # the assertEqual table: a dict of unittest's size, its keys and values the very
+        # objects of unittest's own table, in its order (a fresh instance's): compared by
+        # identity, so no code of the test's runs
+        table = space.get(_TABLE)
+        if _type(table) is not dict or _len(table) != 6:
+            return False
+        a, b, c, d, e, f = table
+        if a is not k0 or b is not k1 or c is not k2 or d is not k3 or e is not k4 \
+                or f is not k5:
+            return False
+        a, b, c, d, e, f = table.values()
+        if a is not v0 or b is not v1 or c is not v2 or d is not v3 or e is not v4 \
+                or f is not v5:
+            return False
+        for value in space.values():
+            if callables(value):
+                return False
+        ids.append(prefix + name)
+    if (_failed and not _failed.keys().isdisjoint(ids)) or (_tainted and not
+                                                            _tainted.isdisjoint(ids)):
+        return False
+    STREAM.tests(ids, "passed", held[4], False, held[5])
+    return True
+
+
+_text_start, _text_success = unittest.TextTestResult.startTest, \
+    unittest.TextTestResult.addSuccess
+
+
 class _Result(unittest.TextTestResult):
+    def startTest(self, test):
+        if _passed and (_type(test) is not _type(_passed[0]) or _len(_passed) >= _BATCH
+                        or _monotonic() - _since[0] > 0.05):
+            _settle()       # the tests before it let go
+        _text_start(self, test)
+
     def addSuccess(self, test):
-        super().addSuccess(test)
-        _record(test, "passed")
+        _text_success(self, test)
+        if not _passed:
+            _since[0] = _monotonic()
+        _passed.append(test)
 
     def addFailure(self, test, err):
         super().addFailure(test, err)
@@ -219,8 +375,7 @@ class _Program(unittest.TestProgram):
 
     def runTests(self):
         tests = list(_flatten(self.test))
-        STREAM.emit(e="collected", count=len(tests),
-                    ids=[t.id() for t in tests if _type(t).__name__ not in PSEUDO_TYPES])
+        STREAM.emit(e="collected", count=len(tests), ids=_collected(tests))
         spaces, seen = [], set()
         for cls in dict.fromkeys(map(_type, tests)):    # each class once, in order
             if cls.__name__ in PSEUDO_TYPES:
@@ -274,6 +429,7 @@ def main():
         sealed.end()
         _flush()
         _exit(2)
+    _settle()
     result = program.result
     replaced = evidence.changed(before, _machinery())
     replaced += evidence.rebound(_Program.collected)
