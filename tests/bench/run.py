@@ -796,7 +796,8 @@ def keep_sections(text: str, old: str) -> str:
 MEASURES = ("startup", "loop_overhead", "fix_overhead", "attempts_overhead",
             "attempts_model_bound", "deadline_overshoot", "context_economy", "search_speed",
             "peak_memory", "snapshot_sharing", "evidence_cost", "redaction_speed",
-            "suite_one_class", "suite_many_tests", "suite_real_project", "attempts_disk")
+            "suite_one_class", "suite_many_tests", "suite_real_project",
+            "suite_real_project_unittest", "attempts_disk")
 
 
 def _measure(name: str):

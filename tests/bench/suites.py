@@ -93,7 +93,8 @@ def trace_times(path: str) -> dict[str, float]:
     """Seconds taken by the parts of one `fix`, from its trace's timestamps (events carry the
     time they were written, to the millisecond, and no durations): `baseline` (its phase event
     to its result), `verification` (its phase event to its result: the copy rebuilt and the
-    graded run), `rebuild` (the phase event to the note that the copy is rebuilt), and
+    graded run), `prepare` (the phase event to the note that the copy is rebuilt: the checks
+    of the changes, then the copy), and
     `agent_tests` (the model's `run_tests`, call to result)."""
     events = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
     times: dict[str, float] = {}
@@ -105,7 +106,7 @@ def trace_times(path: str) -> dict[str, float]:
         elif kind in ("baseline", "verification") and kind in started:
             times[kind] = _when(event) - started[kind]
         elif kind == "note" and "verification" in started and "applied" in event:
-            times["rebuild"] = _when(event) - started["verification"]
+            times["prepare"] = _when(event) - started["verification"]
         elif kind == "tool_call" and event.get("name") == "run_tests":
             started["agent_tests"] = _when(event)
         elif kind == "tool_result" and event.get("name") == "run_tests":
@@ -185,7 +186,7 @@ def suite_figures(label: str, build, command: str, repeats: int = 3,
     loads.append(_load())
     bare, fix = statistics.median(bares), statistics.median(fixes)
     part = {k: statistics.median(t[k] for t in traces if k in t)
-            for k in ("baseline", "verification", "rebuild", "agent_tests")
+            for k in ("baseline", "verification", "prepare", "agent_tests")
             if any(k in t for t in traces)}
     graded = part.get("verification", float("nan"))
     name = f"{label} ({tests:,} tests)"
@@ -195,8 +196,10 @@ def suite_figures(label: str, build, command: str, repeats: int = 3,
            "dropped warm-up round (bare runs with their `__pycache__` warm; golem with its "
            "own caches, one state directory for every round); the graded run is "
            "`fix`'s verification, from its trace's timestamps (its phase event to its result: "
-           f"the copy rebuilt in {part.get('rebuild', 0):.2f} s, the graded run, golem's "
-           f"reading); the baseline took {part.get('baseline', 0):.2f} s and the model's "
+           "the checks of the changes and the copy, "
+           f"{part.get('prepare', 0):.2f} s to the note that the copy is rebuilt, then the "
+           f"graded run and golem's reading of it); the baseline took "
+           f"{part.get('baseline', 0):.2f} s and the model's "
            f"`run_tests` {part.get('agent_tests', 0):.2f} s; load average "
            f"{loads[0]} before, {loads[1]} after (1/5/15 min, {os.cpu_count()} cores)")
     return [
@@ -291,24 +294,33 @@ def _has(module: str) -> bool:
                           stdin=subprocess.DEVNULL).returncode == 0
 
 
-def suite_real_project(repeats: int = 3, tests: tuple[str, ...] = (),
-                       fetch: bool = True) -> list[Figure]:
-    """idna's pinned sdist as a git checkout, its one planted defect, under pytest (what its
-    CI runs); `tests` narrows the run to those paths (the test of the benchmark runs one
-    small file). Without the sdist (no network, no pip, a wrong hash): "not measured"."""
+def suite_real_project(repeats: int = 3, tests: tuple[str, ...] = (), fetch: bool = True,
+                       runner: str = "pytest") -> list[Figure]:
+    """idna's pinned sdist as a git checkout with its one planted defect, under `runner`:
+    pytest (what the project's CI runs) or unittest (its tests are unittest classes);
+    `tests` narrows the run to those files (the benchmark's own test runs one small file).
+    Without the sdist (no network, no pip, a wrong hash): "not measured", and why."""
     name, version, sha = REAL
-    label = f"real project: {name} {version}"
+    label = f"real project: {name} {version} under {runner}"
     names = (f"suite: graded / bare run, {label}", f"suite: `fix` / three bare runs, {label}")
     targets = ("at most 1.1x", "within 1.3x of three bare runs plus 1 s")
     path, why = real_sdist(fetch)
-    if path is None or not _has("pytest"):
-        why = why or "pytest is not installed for this Python"
+    if path is not None and runner == "pytest" and not _has("pytest"):
+        path, why = None, "pytest is not installed for this Python"
+    if path is None:
         return [Figure(n, "not measured", t, None, why) for n, t in zip(names, targets)]
-    args = list(tests)
-    note = f" (pytest, as the project's CI runs it; sdist sha256 {sha[:12]}...)"
-    if not tests and not _has("hypothesis"):
-        args.append("--ignore=tests/test_idna_properties.py")
-        note += "; hypothesis is not installed, so its property tests are left out"
+    if runner == "pytest":
+        command = " ".join(["python3", "-m", "pytest", *tests])
+        note = " (what the project's CI runs"
+    else:
+        modules = [t[:-3].replace("/", ".") for t in tests]
+        command = " ".join(["python3", "-m", "unittest", *modules]) if tests else \
+            "python3 -m unittest discover -s tests -t ."
+        note = " (its tests are unittest classes"
+    note += f"; the sdist's sha256 {sha[:12]}... checked)"
+    properties = "tests/test_idna_properties.py"
+    if not _has("hypothesis"):
+        note += f"; hypothesis is not installed, so {properties} is left out of the checkout"
 
     def build(root: str) -> Defect:
         with tarfile.open(path) as archive:
@@ -318,9 +330,10 @@ def suite_real_project(repeats: int = 3, tests: tuple[str, ...] = (),
         for entry in os.listdir(top):
             shutil.move(os.path.join(top, entry), root)
         shutil.rmtree(root + ".x")
+        if "left out" in note:
+            os.remove(os.path.join(root, properties))
         return Defect(*REAL_DEFECT)
 
-    command = " ".join(["python3", "-m", "pytest", *args])
     figures = suite_figures(label, build, command, repeats, note)
     for figure, wanted in zip(figures, names):    # the rows keep their names at any count
         figure.how = f"{figure.name.split(', ', 1)[1]}: {figure.how}"
@@ -328,11 +341,19 @@ def suite_real_project(repeats: int = 3, tests: tuple[str, ...] = (),
     return figures
 
 
+def suite_real_project_unittest(repeats: int = 3, tests: tuple[str, ...] = (),
+                                fetch: bool = True) -> list[Figure]:
+    """The real project under `python3 -m unittest discover`."""
+    return suite_real_project(repeats, tests, fetch, runner="unittest")
+
+
 # -- the attempts' disk -----------------------------------------------------------------------
 
-def _usage(paths: list[str]) -> tuple[int, int]:
-    """Bytes on disk under `paths` (each inode once, hard links and all) and files seen."""
-    seen, total, stack = set(), 0, list(paths)
+def _usage(paths: list[str], seen: set | None = None) -> tuple[int, int]:
+    """Bytes on disk under `paths` (each inode once, hard links and all, and none already in
+    `seen`) and files seen."""
+    seen = set() if seen is None else seen
+    total, stack = 0, list(paths)
     while stack:
         try:
             entries = list(os.scandir(stack.pop()))
@@ -352,11 +373,13 @@ def _usage(paths: list[str]) -> tuple[int, int]:
 
 
 class DiskSampler:
-    """`with DiskSampler({"scratch": a, "state": b}) as s:` walks the directories in a thread,
-    every `interval` seconds at most, and keeps the peak bytes of each and of all together."""
+    """`with DiskSampler({"scratch": a, "state": b}) as s:` measures the directories from a
+    thread, `interval` seconds after each walk ends, and keeps the peak bytes on disk of each
+    and of all together (GNU `du` where it is installed, else a walk in Python)."""
 
     def __init__(self, roots: dict[str, str], interval: float = 0.05):
         self.roots, self.interval = roots, interval
+        self.du = shutil.which("du")    # GNU du: a walk in C, far lighter than one in Python
         self.peak = {name: 0 for name in [*roots, "all"]}
         self.walks, self.walking = 0, 0.0
         self._stop = threading.Event()
@@ -364,14 +387,27 @@ class DiskSampler:
 
     def sample(self) -> None:
         start = time.perf_counter()
-        together = 0
-        for name, path in self.roots.items():
-            used, _ = _usage([path])
+        seen: set = set()
+        sizes = self._du() if self.du else {n: _usage([p], seen)[0]
+                                            for n, p in self.roots.items()}
+        for name, used in sizes.items():
             self.peak[name] = max(self.peak[name], used)
-            together += used
-        self.peak["all"] = max(self.peak["all"], together)
+        self.peak["all"] = max(self.peak["all"], sum(sizes.values()))
         self.walks += 1
         self.walking += time.perf_counter() - start
+
+    def _du(self) -> dict[str, int]:
+        """Each root's bytes on disk by `du -s -B1` (an inode under two roots counts once,
+        in the first; files removed during the walk are skipped)."""
+        done = subprocess.run([self.du, "-s", "-B1", *self.roots.values()],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        sizes = dict.fromkeys(self.roots, 0)
+        where = {path: name for name, path in self.roots.items()}
+        for line in done.stdout.splitlines():
+            size, _, path = line.partition("\t")
+            if path in where and size.isdigit():
+                sizes[where[path]] = int(size)
+        return sizes
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -478,9 +514,11 @@ def attempts_disk(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8)) -> li
                 "scratch under 0.1x the tree per attempt", peak["scratch"] <= 0.1 * count * tree,
                 f"bytes on disk (st_blocks, each inode once) under a fresh TMPDIR, where golem "
                 f"makes every copy and scratch, and a fresh GOLEM_STATE_DIR (its snapshot "
-                f"store, run directory and bytecode cache), walked in a thread every "
-                f"{sampler.interval * 1000:.0f} ms at most ({sampler.walks} walks of "
-                f"{sampler.walking / max(1, sampler.walks) * 1000:.0f} ms on average); the "
+                f"store, run directory and bytecode cache), measured by "
+                f"{'`du -s -B1`' if sampler.du else 'a walk'} from a thread, "
+                f"{sampler.interval * 1000:.0f} ms after each walk ended ({sampler.walks} "
+                f"walks, {sampler.walking / max(1, sampler.walks) * 1000:.0f} ms each on "
+                "average); the "
                 f"tree is the checkout without `.git` ({files:,} files); {jobs} attempt(s) at "
                 "a time (the default `-jobs`); copy times from the trace's timestamps (the "
                 "note announcing the attempts to each attempt's `run_start`, each `run_end` to "
