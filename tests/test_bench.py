@@ -60,6 +60,16 @@ class MeasurementsTest(unittest.TestCase):
         self.assertLess(text.index("- **a**: old."), text.index("- **b**: new."))
         self.assertTrue(text.endswith("End.\n"))
 
+    def test_a_new_row_goes_into_the_pages_own_table_not_a_section(self):
+        section = ("<!-- make-test:start -->\n| runner | wall time |\n|---|---|\n| x | 1 s |\n\n"
+                   "- **y**: a note.\n<!-- make-test:end -->\n")
+        page = ("| figure | measured | target | result |\n|---|---|---|---|\n"
+                "| a | 1 | 2 | pass |\n\nHow:\n\n- **a**: old.\n\nEnd.\n\n" + section)
+        text = bench.update(page, [bench.Figure("b", "3", "4", True, "new")])
+        self.assertTrue(text.endswith(section))
+        self.assertLess(text.index("| b | 3 | 4 | pass |"), text.index("How:"))
+        self.assertLess(text.index("- **b**: new."), text.index("End."))
+
     def test_redaction_speed(self):
         for figure in bench.redaction_speed(mib=1, repeats=1):
             self.check(figure)
@@ -157,13 +167,16 @@ class MeasurementsTest(unittest.TestCase):
     @unittest.skipUnless(suites.real_sdist(fetch=False)[0],
                          "the real project's sdist is not cached (`make bench` fetches it)")
     def test_suite_real_project_from_the_cache(self):
-        graded, fix = suites.suite_real_project(repeats=1, tests=("tests/test_idna_compat.py",),
-                                                fetch=False)
-        for figure in (graded, fix):
-            self.check(figure)
-            self.assertIsNotNone(figure.ok)
-            self.assertIn("(3 tests)", figure.how)
-        self.assertEqual(graded.name, "suite: graded / bare run, real project: idna 3.20")
+        for measure, runner in ((suites.suite_real_project, "pytest"),
+                                (suites.suite_real_project_unittest, "unittest")):
+            graded, fix = measure(repeats=1, tests=("tests/test_idna_compat.py",), fetch=False)
+            for figure in (graded, fix):
+                self.check(figure)
+                self.assertIsNotNone(figure.ok)
+                self.assertIn("(3 tests)", figure.how)
+            self.assertEqual(graded.name, "suite: graded / bare run, real project: idna 3.20 "
+                                          f"under {runner}")
+            self.assertIn(f"python3 -m {runner}", graded.how)
 
     def test_trace_times_reads_the_phases(self):
         events = [("phase", "06:00:00.000", {"name": "baseline"}),

@@ -763,8 +763,14 @@ cent; on a busy machine, by more.
 
 
 def update(text: str, figures: list[Figure]) -> str:
-    """docs/benchmarks.md with the rows and notes of `figures` replaced (or added)."""
-    lines = text.splitlines()
+    """docs/benchmarks.md with the rows and notes of `figures` replaced (or added), in the
+    page's own part: the sections other tools write (from the first `<!-- NAME:start -->`
+    on) are left as they are."""
+    import re
+    every = text.splitlines()
+    end = next((i for i, line in enumerate(every) if re.match(r"<!-- [\w-]+:start -->", line)),
+               len(every))
+    lines, rest = every[:end], every[end:]
     for f in figures:
         row = (f"| {f.name} | {f.measured} | {f.target} | "
                f"{'pass' if f.ok else 'miss' if f.ok is False else 'n/a'} |")
@@ -777,7 +783,7 @@ def update(text: str, figures: list[Figure]) -> str:
             kind = "| " if line.startswith("|") else "- **"
             last = max(i for i, old in enumerate(lines) if old.startswith(kind))
             lines.insert(last + 1, line)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + rest) + "\n"
 
 
 def keep_sections(text: str, old: str) -> str:
