@@ -85,6 +85,12 @@ def _triple(root: str) -> Defect:
 
 # -- timing a suite ---------------------------------------------------------------------------
 
+def events(path: str) -> list[dict]:
+    """The events of a trace file."""
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
 def _when(event: dict) -> float:
     return datetime.datetime.fromisoformat(event["time"]).timestamp()
 
@@ -96,10 +102,9 @@ def trace_times(path: str) -> dict[str, float]:
     graded run), `prepare` (the phase event to the note that the copy is rebuilt: the checks
     of the changes, then the copy), and
     `agent_tests` (the model's `run_tests`, call to result)."""
-    events = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
     times: dict[str, float] = {}
     started: dict[str, float] = {}
-    for event in events:
+    for event in events(path):
         kind = event.get("event")
         if kind == "phase":
             started[event.get("name")] = _when(event)
@@ -428,10 +433,9 @@ def copy_times(path: str) -> tuple[list[float], list[float]]:
     """From a trace of `fix -attempts N`: each attempt's private copy (the note announcing
     the attempts to the attempt's `run_start`: the copy built and its scratch made) and each
     verification copy (the attempt's `run_end` to its "verification copy rebuilt" note)."""
-    events = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
     begun = None
     private, verify, ends = [], [], {}
-    for event in events:
+    for event in events(path):
         kind, attempt = event.get("event"), event.get("attempt")
         if kind == "note" and "attempts" in event and attempt is None:
             begun = _when(event)
@@ -499,8 +503,7 @@ def attempts_disk(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8)) -> li
                 raise RuntimeError(f"fix -attempts {count} was not VERIFIED: "
                                    f"{done.stdout[-800:]}{done.stderr[-1500:]}")
             private, verify = copy_times(trace)
-            jobs = next((json.loads(line).get("jobs") for line in open(trace, encoding="utf-8")
-                         if '"jobs"' in line), 1)
+            jobs = next((e["jobs"] for e in events(trace) if "jobs" in e), 1)
             copies = (f"private copies {statistics.median(private):.2f} s (median of "
                       f"{len(private)})" if private else "no private copy (the workspace)")
             copies += (f", verification copies {statistics.median(verify):.2f} s"
