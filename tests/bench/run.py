@@ -1,5 +1,6 @@
 """golem's benchmark: start-up, loop overhead, context economy, search speed, peak memory,
-and what a second run of a big repository adds to the state directory.
+and what a second run of a big repository adds to the state directory; whole suites under
+`golem fix` and the attempts' disk are in tests/bench/suites.py.
 
 `make bench` (or `python3 -m tests.bench.run`) measures each figure against its target and writes
 docs/benchmarks.md. Every measurement is a function taking its size, so the tests can run it
