@@ -128,9 +128,13 @@ def _bare(root: str, argv: list[str]) -> float:
     terminal read it); bytecode written beside the sources, as a developer's Python does."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     start = time.perf_counter()
-    subprocess.run(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                   stdin=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    done = subprocess.run(argv, cwd=root, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    took = time.perf_counter() - start
+    if done.returncode not in (0, 1):      # 1: the planted defect's failures
+        raise RuntimeError(f"the bare run did not run the suite (exit {done.returncode}): "
+                           f"{done.stdout[-1500:].decode(errors='replace')}")
+    return took
 
 
 def _fix(repo: str, state: str, command: str, defect: Defect, trace: str,
