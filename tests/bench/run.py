@@ -1,5 +1,6 @@
 """golem's benchmark: start-up, loop overhead, context economy, search speed, peak memory,
-and what a second run of a big repository adds to the state directory.
+and what a second run of a big repository adds to the state directory; whole suites under
+`golem fix` and the attempts' disk are in tests/bench/suites.py.
 
 `make bench` (or `python3 -m tests.bench.run`) measures each figure against its target and writes
 docs/benchmarks.md. Every measurement is a function taking its size, so the tests can run it
@@ -807,8 +808,14 @@ cent; on a busy machine, by more.
 
 
 def update(text: str, figures: list[Figure]) -> str:
-    """docs/benchmarks.md with the rows and notes of `figures` replaced (or added)."""
-    lines = text.splitlines()
+    """docs/benchmarks.md with the rows and notes of `figures` replaced (or added), in the
+    page's own part: the sections other tools write (from the first `<!-- NAME:start -->`
+    on) are left as they are."""
+    import re
+    every = text.splitlines()
+    end = next((i for i, line in enumerate(every) if re.match(r"<!-- [\w-]+:start -->", line)),
+               len(every))
+    lines, rest = every[:end], every[end:]
     for f in figures:
         row = (f"| {f.name} | {f.measured} | {f.target} | "
                f"{'pass' if f.ok else 'miss' if f.ok is False else 'n/a'} |")
@@ -821,7 +828,7 @@ def update(text: str, figures: list[Figure]) -> str:
             kind = "| " if line.startswith("|") else "- **"
             last = max(i for i, old in enumerate(lines) if old.startswith(kind))
             lines.insert(last + 1, line)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + rest) + "\n"
 
 
 def keep_sections(text: str, old: str) -> str:
@@ -839,7 +846,17 @@ def keep_sections(text: str, old: str) -> str:
 
 MEASURES = ("startup", "loop_overhead", "fix_overhead", "attempts_overhead",
             "attempts_model_bound", "deadline_overshoot", "context_economy", "search_speed",
-            "peak_memory", "snapshot_sharing", "evidence_cost", "redaction_speed")
+            "peak_memory", "snapshot_sharing", "evidence_cost", "redaction_speed",
+            "suite_one_class", "suite_many_tests", "suite_real_project",
+            "suite_real_project_unittest", "attempts_disk")
+
+
+def _measure(name: str):
+    """The measurement called `name`: here, or in tests/bench/suites.py."""
+    if name in globals():
+        return globals()[name]
+    from tests.bench import suites
+    return getattr(suites, name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -853,7 +870,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     figures: list[Figure] = []
-    for measure in (globals()[name] for name in names or MEASURES):
+    for measure in (_measure(name) for name in names or MEASURES):
         got = measure()
         got = got if isinstance(got, list) else [got]
         for figure in got:
