@@ -28,8 +28,12 @@ ask-demo:
 	$(PYTHON) -m golem ask -dir examples/notes -provider demo \
 		"which release added rate limiting, and what is the default?"
 
-# measures start-up, loop overhead, context economy, search and memory against their
-# targets and rewrites docs/benchmarks.md (about a minute; compares search with grep)
+# measures start-up, loop overhead, context economy, search, memory, the evidence's cost
+# per test, whole suites under `golem fix` (generated, and a pinned real project) and the
+# attempts' disk against their targets and rewrites docs/benchmarks.md (15 to 25 minutes
+# on 2 cores; compares search with grep; the first run fetches the real project's sdist
+# with pip into a cache outside the repository, and without the network its rows say
+# "not measured"); one measurement: python3 -m tests.bench.run NAME
 bench:
 	$(PYTHON) -m tests.bench.run
 

@@ -4,7 +4,8 @@ and what a second run of a big repository adds to the state directory; whole sui
 
 `make bench` (or `python3 -m tests.bench.run`) measures each figure against its target and writes
 docs/benchmarks.md. Every measurement is a function taking its size, so the tests can run it
-small. Standard library only; nothing leaves the machine (the model is a loopback server).
+small. Standard library only; the model is a loopback server, and nothing leaves the machine
+but the one `pip download` of the real project's pinned sdist (tests/bench/suites.py).
 """
 
 from __future__ import annotations
