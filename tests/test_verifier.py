@@ -700,15 +700,19 @@ class BaselineTest(TempCase):
         self.assertEqual(result.tests, {"test_calc.AddTest.test_add": "passed"})
 
     def test_a_baseline_that_writes_the_cache_loses_it(self):
-        # unconfined (-sandbox none), the suite can reach the cache's path: whatever it
-        # planted there is thrown away with the rest, never loaded by a later run
+        # unconfined (-sandbox none), the suite can reach the cache through the links of its
+        # bytecode view: whatever it planted there is thrown away with the rest, never
+        # loaded by a later run
         self.put("tests/test_plant.py", """\
             import os, sys, unittest
 
             class PlantTest(unittest.TestCase):
                 def test_plant(self):
-                    with open(os.path.join(sys.pycache_prefix, "planted.pyc"), "wb") as f:
-                        f.write(b"x")
+                    for name in os.listdir(sys.pycache_prefix):
+                        linked = os.path.join(sys.pycache_prefix, name)
+                        if os.path.islink(linked) and os.path.isdir(linked):
+                            with open(os.path.join(linked, "planted.pyc"), "wb") as f:
+                                f.write(b"x")
                     self.fail("the bug")
             """)
         baseline = self.cached_baseline()

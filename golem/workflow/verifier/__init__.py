@@ -34,6 +34,7 @@ from golem.core.errors import Cancelled, OutOfTime, UsageError
 from golem.tools import process, sandbox, tree
 from golem.trace import Trace
 from golem.workflow.verifier import protect, repeat, scan
+from golem.workflow.verifier.bytecode import compile_sources
 from golem.workflow.verifier.grade import (Verdict, advise, judge, judge_new_tests,
                                            mark_flaky)
 from golem.workflow.verifier.interpreter import probe
@@ -114,6 +115,11 @@ class Baseline:
         return self.plan.interpreter.roots if self.plan.interpreter else ()
 
     @property
+    def tag(self) -> str | None:
+        """The test interpreter's bytecode tag (`cpython-311`), if it has one."""
+        return self.plan.interpreter.cache_tag if self.plan.interpreter else None
+
+    @property
     def test_files(self) -> set[str]:
         return {f for f in self.result.files.values() if f}
 
@@ -130,6 +136,10 @@ def _wrap(env: Environment, root: str, writable: tuple[str, ...], read_only=(), 
     wrap, _ = sandbox.wrapper(env.sandbox, root, writable, env.env.get("PATH"),
                               tuple(read_only), tuple(hidden), tuple(tools))
     return wrap
+
+
+def _given(path: str | None) -> tuple[str, ...]:
+    return (path,) if path else ()
 
 
 def _no_evidence(result: SuiteResult, label: str) -> str | None:
@@ -238,13 +248,21 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
                            interpreter=plan.interpreter.executable)
             probe(plan.interpreter, cwd, trees, run.env(env.env), wrap)
         warmed = None
+        tag = plan.interpreter.cache_tag if plan.interpreter else None
         if plan.interpreter is not None:
             if not os.listdir(master):      # a cache kept from earlier runs stays as it is
                 _warm(plan, master, cwd, run.env(env.env), wrap)
                 prune_recent(master)
+            if tag is not None:
+                compile_sources(plan.interpreter.executable, tag, master, cwd, run.root,
+                                run.env(env.env), wrap)
             warmed = cache_state(master)
+        view = phase.view(master if plan.interpreter else None, tag, cwd)
+        if view is not None:
+            run.pycache = view
         # the suite itself never writes the cache: bound read-only, and checked after
-        wrap = _wrap(env, cwd, (run.root,), (helpers, master, *read_only), (), tools)
+        wrap = _wrap(env, cwd, (run.root,), (helpers, master, *_given(view), *read_only), (),
+                     tools)
         timeout = env.timeout()
         result = run_suite(plan, cwd=cwd, env=env.relocated(cwd), run=run, helpers=helpers,
                            timeout=timeout, wrap=wrap)
@@ -289,8 +307,11 @@ def agent_scratch(env: Environment, baseline: Baseline | None, workspace: str,
     phase = Phase("agent")
     master = baseline.trusted_master() if baseline else None
     run = phase.run(pycache=master)
+    view = phase.view(master, baseline.tag, workspace) if baseline else None
+    if view is not None:
+        run.pycache = view
     tools = baseline.tools if baseline else ()
-    cache = (master,) if master else ()
+    cache = (master, *_given(view)) if master else ()
     wrap = _wrap(env, workspace, (phase.root,), (*cache, *read_only), hidden, tools)
     return phase, run.env(env.env), wrap
 
@@ -312,8 +333,11 @@ class Grading:
 def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, label: str,
               workspace: str, master: str | None, only: str | None = None) -> SuiteResult:
     run = phase.run(pycache=master)
+    view = phase.view(master, baseline.tag, copy.root)
+    if view is not None:
+        run.pycache = view
     helpers = phase.helpers()
-    cache = (master,) if master else ()
+    cache = (master, *_given(view)) if master else ()
     wrap = _wrap(env, copy.root, (run.root,), (helpers, *cache, *copy.read_only), (workspace,),
                  baseline.tools)
     timeout = env.timeout()

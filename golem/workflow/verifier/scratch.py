@@ -14,7 +14,8 @@ nothing of the workspace or the environment is on its path), the only process th
 it. Every suite run, the baseline's too, gets it bound read-only (Python then compiles the
 workspace's code in memory), so nothing a test runs can change what a later run reads;
 where commands run unconfined, golem checks it is unchanged before it trusts it again, and
-throws it away otherwise.
+throws it away otherwise. The workspace's own sources are compiled into it by content, and
+each run reads them through a view of its own (bytecode.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from golem.tools import tree
+from golem.workflow.verifier import bytecode
 
 HELPERS = ("evidence.py", "relocate.py", "unittest_driver.py", "pytest_launcher.py", "pytest_plugin.py",
            "node_reporter.mjs", "pytest.ini")
@@ -55,6 +57,7 @@ class Phase:
         self.root = tempfile.mkdtemp(prefix=f"golem-{name}-")
         self._helpers: str | None = None
         self._runs = 0
+        self._view_root: str | None = None
 
     def helpers(self) -> str:
         """The read-only directory holding golem's helpers for this phase."""
@@ -83,10 +86,22 @@ class Phase:
             os.mkdir(pycache, 0o700)
         return RunScratch(root, home, tmp, pycache)
 
+    def view(self, master: str | None, tag: str | None, root: str) -> str | None:
+        """A fresh bytecode view for one run of the tree at `root` (bytecode.view), outside
+        the phase's directory (which the agent's sandbox may write): the run binds it
+        read-only. None without a cache or bytecode for this interpreter."""
+        if master is None or tag is None:
+            return None
+        if self._view_root is None:
+            self._view_root = tempfile.mkdtemp(prefix=f"golem-{self.name}-bytecode-")
+        return bytecode.view(self._view_root, master, tag, [root])
+
     def close(self) -> None:
         if self._helpers is not None:
             os.chmod(self._helpers, stat.S_IRWXU)
         tree.remove_tree(self.root)
+        if self._view_root is not None:
+            tree.remove_tree(self._view_root)
 
     def __enter__(self) -> Phase:
         return self

@@ -1,0 +1,176 @@
+"""golem's bytecode for the workspace's own sources: compiled by content, by golem's own
+process, placed where each run's Python looks for it, read-only to the run, and never used
+for a source that differs from what it was compiled from."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+import unittest
+
+from golem.tools import sandbox
+from golem.workflow.verifier import bytecode
+from tests import devenv
+from tests.fixtures import GolemCase, read_trace, run_cli, last_json, write_files
+from tests.provider_server import chat
+
+SANDBOXES = ["none"] + (["bwrap"] if shutil.which("bwrap")
+                        and sandbox.usable(shutil.which("bwrap")) is None else [])
+TAG = sys.implementation.cache_tag
+
+# A test of the suite itself: every module of the tree it imports that the run did not
+# change has golem's bytecode where Python looks for it, hash-checked; and, in a sandbox,
+# the run cannot write it.
+WARM_TEST = """\
+SANDBOXED = {sandboxed}
+
+import importlib.util
+import os
+import unittest
+
+import calc
+
+
+def _flags(path):
+    with open(path, "rb") as handle:
+        return int.from_bytes(handle.read(8)[4:8], "little")
+
+
+class WarmTest(unittest.TestCase):
+    def test_golem_compiled_the_tree(self):
+        for source in (calc.__file__, __file__):
+            cached = importlib.util.cache_from_source(source)
+            self.assertTrue(os.path.isfile(cached), cached)
+            self.assertEqual(_flags(cached), 3)      # hash-based, checked against the source
+            if SANDBOXED:
+                with self.assertRaises(OSError):
+                    open(cached, "r+b").close()
+"""
+
+
+class ViewTest(unittest.TestCase):
+    """bytecode.sources and bytecode.view on their own."""
+
+    def setUp(self):
+        import tempfile
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = os.path.realpath(tmp.name)
+
+    def test_sources_skip_dependency_trees_caches_and_links(self):
+        root = os.path.join(self.tmp, "ws")
+        write_files(root, {"a.py": "A = 1\n", "pkg/b.py": "B = 2\n", ".venv/lib/c.py": "",
+                           "pkg/__pycache__/x.py": "", ".git/hooks/d.py": "",
+                           "notes.txt": "not python\n"})
+        os.symlink(os.path.join(root, "a.py"), os.path.join(root, "link.py"))
+        found, wanted = bytecode.sources(root, keep=lambda key: True)
+        self.assertEqual(sorted(found), ["a.py", "pkg/b.py"])
+        self.assertEqual(found["a.py"], hashlib.sha256(b"A = 1\n").hexdigest())
+        self.assertEqual(wanted[found["pkg/b.py"]], (os.path.join(root, "pkg/b.py"), b"B = 2\n"))
+
+    def test_view_places_the_cached_bytecode_where_python_looks_and_links_the_rest(self):
+        root = os.path.join(self.tmp, "ws")
+        write_files(root, {"a.py": "A = 1\n", "pkg/b.py": "B = 2\n", "new.py": "N = 3\n"})
+        master = os.path.join(self.tmp, "master")
+        write_files(master, {f"usr/lib/json.{TAG}.pyc": "stdlib"})
+        found, wanted = bytecode.sources(root, keep=lambda key: True)
+        code = bytecode.code_dir(master, TAG)
+        os.makedirs(code)
+        for rel in ("a.py", "pkg/b.py"):            # new.py is not in the cache
+            with open(os.path.join(code, found[rel] + ".pyc"), "w") as handle:
+                handle.write(rel)
+        view = bytecode.view(self.tmp, master, TAG, [root])
+        self.assertTrue(os.path.islink(os.path.join(view, "usr")))
+        self.assertFalse(os.path.exists(os.path.join(view, bytecode.CODE)))
+        for rel in ("a.py", "pkg/b.py"):
+            where = os.path.join(view + root, os.path.dirname(rel),
+                                 os.path.basename(rel)[:-3] + f".{TAG}.pyc")
+            with open(where) as handle:
+                self.assertEqual(handle.read(), rel)
+        self.assertFalse(os.path.exists(os.path.join(view + root, f"new.{TAG}.pyc")))
+        with open(os.path.join(view, "usr", "lib", f"json.{TAG}.pyc")) as handle:
+            self.assertEqual(handle.read(), "stdlib")
+
+    def test_the_tree_shares_a_directory_with_the_cache(self):
+        """The tree lies below a directory the cache has entries in (a venv beside it)."""
+        root = os.path.join(self.tmp, "ws")
+        write_files(root, {"a.py": "A = 1\n"})
+        master = os.path.join(self.tmp, "master")
+        beside = os.path.join(master + self.tmp, "env", f"site.{TAG}.pyc")
+        write_files(os.path.dirname(beside), {os.path.basename(beside): "site"})
+        found, _ = bytecode.sources(root)
+        os.makedirs(bytecode.code_dir(master, TAG))
+        with open(os.path.join(bytecode.code_dir(master, TAG), found["a.py"] + ".pyc"),
+                  "w") as handle:
+            handle.write("a")
+        view = bytecode.view(self.tmp, master, TAG, [root])
+        with open(view + beside[len(master):]) as handle:
+            self.assertEqual(handle.read(), "site")
+        with open(os.path.join(view + root, f"a.{TAG}.pyc")) as handle:
+            self.assertEqual(handle.read(), "a")
+
+    def test_compiled_bytecode_is_hash_checked_and_runs_as_its_source(self):
+        root = os.path.join(self.tmp, "ws")
+        write_files(root, {"mod.py": "# -*- coding: latin-1 -*-\nVALUE = '\xe9'\n"})
+        with open(os.path.join(root, "mod.py"), "wb") as handle:
+            handle.write("# -*- coding: latin-1 -*-\nVALUE = '\xe9'\n".encode("latin-1"))
+        master = os.path.join(self.tmp, "master")
+        os.makedirs(master)
+        new = bytecode.compile_sources(sys.executable, TAG, master, root, self.tmp,
+                                       {"PATH": os.environ.get("PATH", "")})
+        self.assertEqual(new, 1)
+        self.assertEqual(bytecode.compile_sources(sys.executable, TAG, master, root, self.tmp,
+                                                  {"PATH": os.environ.get("PATH", "")}), 0)
+        found, _ = bytecode.sources(root)
+        path = os.path.join(bytecode.code_dir(master, TAG), found["mod.py"] + ".pyc")
+        with open(path, "rb") as handle:
+            data = handle.read()
+        self.assertEqual(int.from_bytes(data[4:8], "little"), 3)
+        with open(os.path.join(root, "mod.py"), "rb") as handle:
+            self.assertEqual(data[8:16], importlib.util.source_hash(handle.read()))
+        import marshal
+        space = {}
+        exec(marshal.loads(data[16:]), space)
+        self.assertEqual(space["VALUE"], "\xe9")
+
+
+class GradedRunTest(GolemCase):
+    """End to end, on a git checkout with an editable install of a src/ layout in its
+    `.venv`: the baseline, the agent's commands and the verification all find golem's
+    bytecode for the tree they run, and cannot write it."""
+
+    def fix(self, project, server, mode):
+        args = ["fix", "-dir", project.root, "-provider", "openai", "-base-url", server.url,
+                "-sandbox", mode, "-trace", self.trace, "-json"]
+        code, out, err = run_cli(args, project.env(False))
+        return code, out, err, (last_json(out) if out.strip() else {})
+
+    def test_every_run_starts_warm(self):
+        for mode in SANDBOXES:
+            with self.subTest(sandbox=mode):
+                project = devenv.make(self.tmp, "src-pth", name=f"warm-{mode}",
+                                      extra={"tests/test_warm.py": WARM_TEST.format(
+                                          sandboxed=mode != "none")})
+                server = self.serve([
+                    chat(tool_calls=[("write_file", {"path": project.core,
+                                                     "content": devenv.FIXED_CORE})]),
+                    chat(tool_calls=[("run_tests", {})]),
+                    chat("fixed add and mul")])
+                code, out, err, report = self.fix(project, server, mode)
+                self.assertEqual(report.get("verdict"), "VERIFIED", out + err)
+                events = read_trace(self.trace)
+                baseline = next(e for e in events if e["event"] == "baseline")
+                self.assertEqual(baseline["counts"]["failed"], 2, baseline)
+                run = [e for e in events if e["event"] == "tool_result"
+                       and e.get("name") == "run_tests"]
+                self.assertTrue(run and "test_golem_compiled_the_tree" not in
+                                str(run[0].get("content", "")), run)
+                after = next(e for e in events if e["event"] == "verification")
+                self.assertEqual(after["counts"], {"passed": 4}, after)
+
+
+if __name__ == "__main__":
+    unittest.main()
