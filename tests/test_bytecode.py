@@ -151,6 +151,7 @@ class GradedRunTest(GolemCase):
     def test_every_run_starts_warm(self):
         for mode in SANDBOXES:
             with self.subTest(sandbox=mode):
+                self.trace = os.path.join(self.tmp, f"trace-{mode}.jsonl")
                 project = devenv.make(self.tmp, "src-pth", name=f"warm-{mode}",
                                       extra={"tests/test_warm.py": WARM_TEST.format(
                                           sandboxed=mode != "none")})
@@ -166,10 +167,61 @@ class GradedRunTest(GolemCase):
                 self.assertEqual(baseline["counts"]["failed"], 2, baseline)
                 run = [e for e in events if e["event"] == "tool_result"
                        and e.get("name") == "run_tests"]
+                # the agent's edit ran, not the bytecode placed for the file it replaced
                 self.assertTrue(run and "test_golem_compiled_the_tree" not in
                                 str(run[0].get("content", "")), run)
+                self.assertIn("Ran 4 tests", run[0]["content"])
+                self.assertNotIn("FAILED", run[0]["content"])
                 after = next(e for e in events if e["event"] == "verification")
                 self.assertEqual(after["counts"], {"passed": 4}, after)
+
+    def test_bytecode_the_agent_planted_is_never_graded(self):
+        """The model's code, run by its own `run_tests`, writes bytecode that passes every
+        test, with the real test file's hash, into golem's cache through its view: read-only
+        in a sandbox; unconfined, the change is seen and the cache thrown away, so the
+        verification compiles the real tests."""
+        for mode in SANDBOXES:
+            with self.subTest(sandbox=mode):
+                self.trace = os.path.join(self.tmp, f"trace-{mode}.jsonl")
+                project = devenv.make(self.tmp, "src-pth", name=f"plant-{mode}")
+                server = self.serve([
+                    chat(tool_calls=[("write_file", {"path": project.core,
+                                                     "content": devenv.BUGGY_CORE + PLANT})]),
+                    chat(tool_calls=[("run_tests", {})]),
+                    chat("fixed add and mul")])
+                code, out, err, report = self.fix(project, server, mode)
+                self.assertNotEqual(report.get("verdict"), "VERIFIED", out + err)
+                after = next(e for e in read_trace(self.trace) if e["event"] == "verification")
+                self.assertEqual(after["counts"], {"failed": 2, "passed": 1}, after)
+                thrown = [e for e in read_trace(self.trace) if e["event"] == "note"
+                          and "bytecode cache changed" in e["message"]]
+                self.assertEqual(bool(thrown), mode == "none", thrown)
+
+
+PLANT = """
+
+def _plant():
+    import importlib.util, os
+    from importlib import _bootstrap_external as external
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    tests = os.path.join(root, "tests", "test_calc.py")
+    cached = importlib.util.cache_from_source(tests)
+    with open(tests, "rb") as handle:
+        source = handle.read()
+    fake = (b"import unittest\\nclass CalcTest(unittest.TestCase):\\n"
+            b"    def test_add(self): pass\\n    def test_mul(self): pass\\n"
+            b"    def test_zero(self): pass\\n")
+    data = external._code_to_hash_pyc(compile(fake, tests, "exec"),
+                                      importlib.util.source_hash(source), True)
+    try:
+        with open(os.path.realpath(cached), "wb") as handle:
+            handle.write(data)
+    except OSError:
+        pass
+
+
+_plant()
+"""
 
 
 if __name__ == "__main__":

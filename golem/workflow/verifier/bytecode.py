@@ -103,8 +103,11 @@ def compile_sources(interpreter: str, tag: str, master: str, root: str, scratch:
     standard library. Returns how many sources were new. A failure costs time, never
     correctness: what is missing Python compiles itself."""
     out = code_dir(master, tag)
-    os.makedirs(out, mode=0o700, exist_ok=True)
-    have = set(os.listdir(out))
+    try:
+        os.makedirs(out, mode=0o700, exist_ok=True)
+        have = set(os.listdir(out))
+    except OSError:
+        return 0
     _, wanted = sources(root, lambda key: key + ".pyc" not in have)
     batches, batch, size = [], [], 0
     for key, (path, data) in wanted.items():
@@ -116,9 +119,13 @@ def compile_sources(interpreter: str, tag: str, master: str, root: str, scratch:
     if batch:
         batches.append(batch)
     for number, batch in enumerate(batches):
-        fd, path = tempfile.mkstemp(prefix=f"compile{number}-", suffix=".marshal", dir=scratch)
-        with os.fdopen(fd, "wb") as handle:
-            marshal.dump(batch, handle)
+        try:
+            fd, path = tempfile.mkstemp(prefix=f"compile{number}-", suffix=".marshal",
+                                        dir=scratch)
+            with os.fdopen(fd, "wb") as handle:
+                marshal.dump(batch, handle)
+        except OSError:
+            return 0
         try:
             process.run([interpreter, "-I", "-S", "-B", "-c", COMPILE, path, out], cwd=scratch,
                         env=env, timeout=timeout, cap=20_000, wrap=wrap)
@@ -150,17 +157,21 @@ def view(where: str, master: str, tag: str, roots: list[str]) -> str | None:
                 where_in = os.path.join(top, directory).lstrip(os.sep)
                 placed[os.path.join(where_in, f"{name[:-3]}.{tag}.pyc")] = \
                     os.path.join(code, key + ".pyc")
-    target = tempfile.mkdtemp(prefix="bytecode-", dir=where)
     needed: dict = {}                   # the directories to make, as a tree of names
     for path in placed:
         node = needed
         for part in os.path.dirname(path).split(os.sep):
             node = node.setdefault(part, {})
-    _merge(target, master, needed, top=True)
-    for path, cached in placed.items():
-        # a link by name: a hard link would change the cached file's change time, which is
-        # how golem tells that something else wrote its cache
-        os.symlink(cached, os.path.join(target, path))
+    target = tempfile.mkdtemp(prefix="bytecode-", dir=where)
+    try:
+        _merge(target, master, needed, top=True)
+        for path, cached in placed.items():
+            # a link by name: a hard link would change the cached file's change time, which
+            # is how golem tells that something else wrote its cache
+            os.symlink(cached, os.path.join(target, path))
+    except OSError:
+        tree.remove_tree(target)
+        return None
     return target
 
 
