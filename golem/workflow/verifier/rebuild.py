@@ -210,7 +210,15 @@ def _restore(copy: Copy, writer: tree.Writer, snap: Snapshot, rel: str) -> None:
         writer.symlink(rel, _link_target(copy, entry.link_target))
         return
     if entry.stored:
-        writer.write(rel, snap.original(rel), entry.mode)     # hash-checked
+        fd = snap.open_original(rel)
+        try:
+            data = snap.checked(rel, fd)            # hash-checked, then shared or written
+            if data is None:
+                raise OSError(f"the kept copy of {rel} is missing from golem's store")
+            writer.write(rel, data, entry.mode, clone=fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
         return
     # too large to have been kept: the workspace's file, if it is still the same one
     parts, name = tree.split(rel)
