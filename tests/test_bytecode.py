@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import sys
 import unittest
 
 from golem.tools import sandbox
-from golem.workflow.verifier import bytecode
+from golem.tools.process import command_env
+from golem.trace import Trace
+from golem.workflow.verifier import Environment, bytecode, run_baseline
+from golem.workflow.verifier.scratch import cache_dir, cache_state
+from golem.workflow.verifier.suite import TestCommand
 from tests import devenv
 from tests.fixtures import GolemCase, read_trace, run_cli, last_json, write_files
 from tests.provider_server import chat
@@ -49,6 +54,16 @@ class WarmTest(unittest.TestCase):
                 with self.assertRaises(OSError):
                     open(cached, "r+b").close()
 """
+
+
+def _flags(path: str) -> int:
+    with open(path, "rb") as handle:
+        return int.from_bytes(handle.read(8)[4:8], "little")
+
+
+def _found(master: str, module: str) -> list[str]:
+    return [os.path.join(d, f) for d, _, names in os.walk(master)
+            for f in names if f == f"{module}.{TAG}.pyc"]
 
 
 class ViewTest(unittest.TestCase):
@@ -196,6 +211,105 @@ class GradedRunTest(GolemCase):
                 thrown = [e for e in read_trace(self.trace) if e["event"] == "note"
                           and "bytecode cache changed" in e["message"]]
                 self.assertEqual(bool(thrown), mode == "none", thrown)
+
+
+# Runs wherever the workspace's `src` is on the path (an editable install's .pth): at start-up
+# of any process with site, as a `sitecustomize` the workspace supplies.
+PLANT_CACHE = """\
+import os
+prefix = os.environ.get("PYTHONPYCACHEPREFIX")
+if prefix:
+    try:
+        os.close(os.open(os.path.join(prefix, "planted.pyc"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except OSError:
+        pass
+"""
+
+
+class CacheWritersTest(GolemCase):
+    """Only golem's own compiler writes its cache: never a process that may run the
+    workspace's code, and never from a source whose compiling warns."""
+
+    def baseline(self, project, mode: str, state: str, argv=None):
+        home = os.path.join(self.tmp, f"home-{mode}")
+        os.makedirs(home, exist_ok=True)
+        env = Environment(mode, command_env(home, home), Trace(), 120.0)
+        argv = argv or [project.python, "-m", "unittest", "discover", "-s", "tests"]
+        baseline = run_baseline(env, TestCommand(argv, "unittest", "-test"), project.root,
+                                cache=lambda interp: cache_dir(state, interp, project.root))
+        self.addCleanup(baseline.phase.close)
+        return baseline
+
+    def test_warnings_of_compiling_reach_a_run_that_makes_them_errors(self):
+        # a cold checkout's run compiles `"\\d"` itself and, with warnings as errors, fails
+        # to import it: golem's bytecode must not make that module import cleanly
+        project = devenv.make(self.tmp, "src-pth", extra={
+            "src/calc/escape.py": 'PATTERN = "\\d+"\n',
+            "tests/test_escape.py": "import unittest, warnings\nwarnings.simplefilter('error')\n"
+                                    "from calc import escape\n\n\n"
+                                    "class EscapeTest(unittest.TestCase):\n"
+                                    "    def test_pattern(self):\n"
+                                    "        self.assertTrue(escape.PATTERN)\n"})
+        state = os.path.join(self.tmp, "state")
+        baseline = self.baseline(project, "none", state)
+        failing = baseline.result.failing
+        self.assertTrue(any("test_escape" in name for name in failing), baseline.result.tests)
+        # the clean sources are compiled all the same
+        code = bytecode.code_dir(baseline.master, TAG)
+        with open(os.path.join(project.root, "src/calc/escape.py"), "rb") as handle:
+            warned = hashlib.sha256(handle.read()).hexdigest()
+        with open(os.path.join(project.root, project.core), "rb") as handle:
+            clean = hashlib.sha256(handle.read()).hexdigest()
+        self.assertIn(clean + ".pyc", os.listdir(code))
+        self.assertNotIn(warned + ".pyc", os.listdir(code))
+        # and the runner's own modules are warm, hash-checked
+        self.assertEqual([_flags(path) for path in _found(baseline.master, "case")], [3])
+
+    def test_processes_that_run_the_workspace_s_code_never_write_the_cache(self):
+        # the probe and the runner's imports start the test interpreter with site: the
+        # editable install puts `src` on the path, and its sitecustomize runs there
+        for mode in SANDBOXES:
+            with self.subTest(sandbox=mode):
+                project = devenv.make(self.tmp, "src-pth", name=f"writers-{mode}",
+                                      extra={"src/sitecustomize.py": PLANT_CACHE})
+                state = os.path.join(self.tmp, f"state-{mode}")
+                baseline = self.baseline(project, mode, state)
+                self.assertEqual(sorted(baseline.result.failing),
+                                 ["test_calc.CalcTest.test_add", "test_calc.CalcTest.test_mul"])
+                self.assertNotIn("planted.pyc", os.listdir(baseline.master))
+                self.assertEqual(baseline.trusted_master(), baseline.master)
+                # nothing golem runs before the suite writes bytecode into the workspace
+                self.assertFalse(os.path.exists(os.path.join(project.root, "src",
+                                                             "__pycache__")))
+                if mode != "none":      # unconfined, the plant is seen and the cache begun again
+                    self.assertEqual(len(_found(baseline.master, "case")), 1)
+
+    @unittest.skipUnless("bwrap" in SANDBOXES, "bubblewrap cannot run here")
+    def test_a_sealed_run_never_trusts_a_cache_an_unconfined_run_could_write(self):
+        # an unconfined run's code can write the cache golem keeps between runs, and the
+        # record of it beside it: a sealed run makes its own
+        project = devenv.make(self.tmp, "src-pth")
+        state = os.path.join(self.tmp, "state")
+        kept = self.baseline(project, "none", state).master
+        tests = os.path.join(project.root, "tests", "test_calc.py")
+        with open(tests, "rb") as handle:
+            source = handle.read()
+        passing = (b"import unittest\nclass CalcTest(unittest.TestCase):\n"
+                   b"    def test_add(self): pass\n    def test_mul(self): pass\n"
+                   b"    def test_zero(self): pass\n")
+        from importlib import _bootstrap_external as external
+        planted = os.path.join(bytecode.code_dir(kept, TAG),
+                               hashlib.sha256(source).hexdigest() + ".pyc")
+        self.assertTrue(os.path.isfile(planted))
+        with open(planted, "wb") as handle:
+            handle.write(external._code_to_hash_pyc(compile(passing, tests, "exec"),
+                                                    importlib.util.source_hash(source), True))
+        with open(kept + ".state", "w") as handle:
+            handle.write(json.dumps(cache_state(kept)))
+        baseline = self.baseline(project, "bwrap", state)
+        self.assertEqual(sorted(baseline.result.failing),
+                         ["test_calc.CalcTest.test_add", "test_calc.CalcTest.test_mul"])
+        self.assertFalse(baseline.master.startswith(state + os.sep), baseline.master)
 
 
 PLANT = """

@@ -1,29 +1,34 @@
-"""Bytecode golem compiles for the workspace's own sources, so graded runs start warm.
+"""Bytecode golem compiles itself, so graded runs start warm.
 
 Python looks for a module's bytecode under the `pycache_prefix` each run is given, at
-PREFIX/<the source's directory>/<name>.<tag>.pyc. golem's cache (scratch.cache_dir) holds
-the standard library's and the runner's modules at their own paths (the warm-up). The
-workspace's sources are somewhere else in every run (each graded run has a copy of its own),
-so golem keeps their bytecode by content instead: `@code/<tag>/<sha256 of the source>.pyc`,
-written by `compile_sources`, a process of golem's own (the test interpreter, isolated with
-`-I -S`, so nothing of the workspace, the environment or site-packages runs in it) that
-compiles the bytes golem read and hashed, never a path. Only a baseline adds to it.
+PREFIX/<the source's directory>/<name>.<tag>.pyc. golem's cache holds two kinds. The
+runner's modules (the standard library's and those of unittest or pytest, which every run
+finds at the same paths) are compiled at those paths (`compile_modules`, given the list
+`discover` asks the test interpreter for). The workspace's sources are somewhere else in
+every run (each graded run has a copy of its own), so golem keeps their bytecode by content:
+`@code/<tag>/<sha256 of the source>.pyc` (`compile_sources`). Both are written by one kind of
+process only: the test interpreter isolated with `-I -S` (nothing of the workspace, the
+environment or site-packages runs in it), handed the bytes golem read, never a path, and
+writing hash-checked bytecode (PEP 552). A workspace source whose compiling warns is left
+out: a run that makes warnings errors must see them, as it would compiling the source.
 
 Each run is then given a `view`: a fresh directory, bound read-only into the sandbox, whose
-entries are symbolic links into golem's cache, with the bytecode of every source of the run's tree placed
-where Python looks for it. The bytecode is hash-checked (PEP 552): Python compares the
-source's hash with the one recorded in the file before it uses it, so bytecode placed for a
-file that has changed since (an edit of the agent's, a changed file in a verification copy)
-is never run; Python compiles that file in memory, for that run only. Where commands run
-unconfined, the cache, this part too, is checked unchanged (sizes, times, change times)
-before it is trusted again (scratch.cache_state).
+entries are symbolic links into golem's cache, with the bytecode of every source of the
+run's tree placed where Python looks for it. Python compares each source's hash with the one
+recorded in its bytecode before it uses it, so bytecode placed for a file that has changed
+since (an edit of the agent's, a changed file in a verification copy) is never run; Python
+compiles that file in memory, for that run only. Where commands run unconfined, the cache
+is checked unchanged (sizes, times, change times) before it is trusted again
+(scratch.cache_state).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import marshal
 import os
+import stat
 import tempfile
 
 from golem.tools import process, tree
@@ -34,24 +39,47 @@ MAX_SOURCES = 50_000            # a tree with more sources is left to Python
 MAX_SOURCE = 8 * 1024 * 1024    # as is a larger source
 BATCH = 64 * 1024 * 1024        # bytes of source handed to one compiling process
 
-# Runs in the test interpreter: argv[1] is golem's batch (key, name, source bytes), argv[2]
-# the directory it writes `<key>.pyc` into. A source that does not compile is left out.
+# Runs in the test interpreter: argv[1] is golem's batch (where, name, source bytes, strict),
+# argv[2] the directory it writes each `where` below. A source that does not compile is left
+# out, and so is, when `strict`, one whose compiling warns (a run that makes warnings errors
+# must see the warning, as it would compiling the source itself).
 COMPILE = r"""
-import importlib._bootstrap_external as external, importlib.util, marshal, os, sys
+import importlib._bootstrap_external as external, importlib.util, marshal, os, sys, warnings
 with open(sys.argv[1], "rb") as handle:
     batch = marshal.load(handle)
 out = sys.argv[2]
-for key, name, source in batch:
+for where, name, source, strict in batch:
     try:
-        code = compile(source, name, "exec", dont_inherit=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error" if strict else "ignore")
+            code = compile(source, name, "exec", dont_inherit=True)
         data = external._code_to_hash_pyc(code, importlib.util.source_hash(source), True)
+        path = os.path.join(out, where)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     except Exception:
         continue
-    part = os.path.join(out, "." + key + ".part")
+    part = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".part")
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
-    os.replace(part, os.path.join(out, key + ".pyc"))
+    os.replace(part, path)
+"""
+
+# Runs in the test interpreter as the suite would (site, its path), writing nothing: imports
+# the runner's modules and prints, as its last line, the source file of every module loaded.
+DISCOVER = r"""
+import importlib, json, sys
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except BaseException:
+        pass
+files = []
+for module in list(sys.modules.values()):
+    path = getattr(module, "__file__", None)
+    if isinstance(path, str) and path.endswith(".py"):
+        files.append(path)
+print(json.dumps(files))
 """
 
 
@@ -109,10 +137,87 @@ def compile_sources(interpreter: str, tag: str, master: str, root: str, scratch:
     except OSError:
         return 0
     _, wanted = sources(root, lambda key: key + ".pyc" not in have)
+    _compile(interpreter, out, [(key + ".pyc", path, data, True)
+                                for key, (path, data) in wanted.items()],
+             scratch, env, wrap, timeout)
+    return len(wanted)
+
+
+def discover(interpreter: str, names: list[str], cwd: str, env: dict[str, str],
+             wrap=None, timeout: float = 120) -> list[str]:
+    """The source files of the modules the test interpreter loads importing `names` as a
+    run would. What it says is only a list of paths to consider: golem reads and compiles
+    them itself (compile_modules)."""
+    try:
+        done = process.run([interpreter, "-I", "-B", "-c", DISCOVER, *names], cwd=cwd,
+                           env=env, timeout=timeout, cap=8_000_000, wrap=wrap)
+        files = json.loads(done.output.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        return []
+    if not isinstance(files, list):
+        return []
+    return [f for f in files[:MAX_SOURCES] if isinstance(f, str)]
+
+
+def compile_modules(interpreter: str, tag: str, master: str, files: list[str],
+                    within: list[str], root: str, scratch: str, env: dict[str, str],
+                    wrap=None, timeout: float = 300) -> int:
+    """Compile the sources `files` (what `discover` listed) into golem's cache at the paths
+    Python looks for them under its `pycache_prefix`, hash-checked. Only Python sources that
+    lie in the directories `within` (the interpreter's own trees and the workspace's
+    dependency trees, which every run sees anyway) are read; the workspace's own sources
+    (below `root`, as `sources` finds them) are left to `compile_sources`. Returns how many
+    were compiled."""
+    tops = [os.path.realpath(w) for w in within]
+    skip = {os.path.realpath(root), os.path.abspath(root)}
+    items, seen = [], set()
+    for name in files:
+        path = os.path.abspath(name)
+        real = os.path.realpath(path)
+        if path in seen or not path.endswith(".py") or not real.endswith(".py") \
+                or not any(real == t or real.startswith(t + os.sep) for t in tops) \
+                or any(_covered(top, path) or _covered(top, real) for top in skip):
+            continue
+        seen.add(path)
+        try:
+            with open(real, "rb", opener=_regular) as handle:
+                data = handle.read(MAX_SOURCE + 1)
+        except OSError:
+            continue
+        if len(data) > MAX_SOURCE:
+            continue
+        directory, base = os.path.split(path)
+        where = os.path.join(directory.lstrip(os.sep), f"{base[:-3]}.{tag}.pyc")
+        items.append((where, path, data, False))
+    _compile(interpreter, master, items, scratch, env, wrap, timeout)
+    return len(items)
+
+
+def _regular(path: str, flags: int) -> int:
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd
+
+
+def _covered(root: str, path: str) -> bool:
+    """Whether `sources(root)` would find the file `path` (so its bytecode is kept by
+    content, not by path)."""
+    rel = os.path.relpath(path, root)
+    if rel.startswith(os.pardir + os.sep) or rel == os.pardir or os.path.isabs(rel):
+        return False
+    return not any(_pruned("", part) for part in rel.split(os.sep)[:-1])
+
+
+def _compile(interpreter: str, out: str, items: list[tuple], scratch: str,
+             env: dict[str, str], wrap, timeout: float) -> None:
+    """Hand `items` (where below `out`, name, source, strict) to compiling processes of the
+    test interpreter, isolated with `-I -S`: nothing but its standard library runs there."""
     batches, batch, size = [], [], 0
-    for key, (path, data) in wanted.items():
-        batch.append((key, path, data))
-        size += len(data)
+    for item in items:
+        batch.append(item)
+        size += len(item[2])
         if size >= BATCH:
             batches.append(batch)
             batch, size = [], 0
@@ -125,7 +230,7 @@ def compile_sources(interpreter: str, tag: str, master: str, root: str, scratch:
             with os.fdopen(fd, "wb") as handle:
                 marshal.dump(batch, handle)
         except OSError:
-            return 0
+            return
         try:
             process.run([interpreter, "-I", "-S", "-B", "-c", COMPILE, path, out], cwd=scratch,
                         env=env, timeout=timeout, cap=20_000, wrap=wrap)
@@ -133,7 +238,6 @@ def compile_sources(interpreter: str, tag: str, master: str, root: str, scratch:
             pass
         finally:
             os.unlink(path)
-    return len(wanted)
 
 
 def view(where: str, master: str, tag: str, roots: list[str]) -> str | None:

@@ -136,8 +136,8 @@ def locate(program: str, env: dict[str, str], cwd: str, script: bool = False) ->
 def probe(interp: Interpreter, workspace: str, deps: list[str], env: dict[str, str],
           wrap=None) -> Interpreter:
     """Fill in the names `interp` imports from outside `workspace` (its `deps`, dependency
-    trees, count as outside). Run inside the baseline's sandbox."""
-    argv = [interp.executable, "-I", "-c", PROBE, workspace,
+    trees, count as outside). Run inside the baseline's sandbox, writing no bytecode."""
+    argv = [interp.executable, "-I", "-B", "-c", PROBE, workspace,
             *(os.path.join(workspace, d) for d in deps)]
     done = process.run(argv, cwd=workspace, env=env, timeout=120, cap=8_000_000, wrap=wrap)
     try:
