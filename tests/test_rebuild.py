@@ -558,5 +558,63 @@ class VerifyInCopyTest(GolemCase):
 
 
 
+class SharedDataTest(unittest.TestCase):
+    """Where the file system has reflinks, the store and every copy share the snapshot's
+    data instead of writing it (simulated here: this machine's file system has none, so a
+    clone is a copy made by the stand-in); a kept copy missing from the store is a problem
+    of the copy, never an empty file."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.base = os.path.realpath(tmp.name)
+        self.ws = os.path.join(self.base, "ws")
+        files = {"calc.py": b"def add(a, b):\n    return a - b\n", "data/blob.bin": bytes(range(256)) * 64,
+                 "empty.txt": b""}
+        for rel, data in files.items():
+            os.makedirs(os.path.dirname(os.path.join(self.ws, rel)), exist_ok=True)
+            with open(os.path.join(self.ws, rel), "wb") as handle:
+                handle.write(data)
+        self.files = files
+
+    def test_clones_where_the_file_system_can(self):
+        from golem.tools import tree
+        cloned = []
+
+        def clone(dst, src):        # what FICLONE does, observably: dst gets src's bytes
+            data = os.pread(src, 1 << 20, 0)
+            os.pwrite(dst, data, 0)
+            cloned.append(len(data))
+        saved = tree._FICLONE
+        tree._FICLONE = clone
+        self.addCleanup(setattr, tree, "_FICLONE", saved)
+        snap = Snapshot.take(self.ws, os.path.join(self.base, "run"))
+        self.assertEqual(len(cloned), 3)            # into the store: every file
+        copy = rebuild.from_snapshot(snap, self.ws, os.path.join(self.base, "copy"),
+                                     compare(snap.entries, snap.entries), set(), [])
+        self.assertEqual(copy.problems, [])
+        self.assertEqual(len(cloned), 5)            # into the copy: every file with data
+        for rel, data in self.files.items():
+            with open(os.path.join(copy.root, rel), "rb") as handle:
+                self.assertEqual(handle.read(), data)
+
+    def test_a_clone_refused_is_a_copy(self):
+        snap = Snapshot.take(self.ws, os.path.join(self.base, "run"))
+        copy = rebuild.from_snapshot(snap, self.ws, os.path.join(self.base, "copy"),
+                                     compare(snap.entries, snap.entries), set(), [])
+        self.assertEqual(copy.problems, [])
+        for rel, data in self.files.items():
+            with open(os.path.join(copy.root, rel), "rb") as handle:
+                self.assertEqual(handle.read(), data)
+
+    def test_a_kept_copy_missing_from_the_store_is_a_problem(self):
+        snap = Snapshot.take(self.ws, os.path.join(self.base, "run"))
+        os.unlink(os.path.join(snap.store, snap.entries["calc.py"].sha))
+        copy = rebuild.from_snapshot(snap, self.ws, os.path.join(self.base, "copy"),
+                                     compare(snap.entries, snap.entries), set(), [])
+        self.assertTrue(any("calc.py" in p for p in copy.problems), copy.problems)
+        self.assertFalse(os.path.exists(os.path.join(copy.root, "calc.py")))
+
+
 if __name__ == "__main__":
     unittest.main()

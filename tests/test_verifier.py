@@ -700,15 +700,19 @@ class BaselineTest(TempCase):
         self.assertEqual(result.tests, {"test_calc.AddTest.test_add": "passed"})
 
     def test_a_baseline_that_writes_the_cache_loses_it(self):
-        # unconfined (-sandbox none), the suite can reach the cache's path: whatever it
-        # planted there is thrown away with the rest, never loaded by a later run
+        # unconfined (-sandbox none), the suite can reach the cache through the links of its
+        # bytecode view: whatever it planted there is thrown away with the rest, never
+        # loaded by a later run
         self.put("tests/test_plant.py", """\
             import os, sys, unittest
 
             class PlantTest(unittest.TestCase):
                 def test_plant(self):
-                    with open(os.path.join(sys.pycache_prefix, "planted.pyc"), "wb") as f:
-                        f.write(b"x")
+                    for name in os.listdir(sys.pycache_prefix):
+                        linked = os.path.join(sys.pycache_prefix, name)
+                        if os.path.islink(linked) and os.path.isdir(linked):
+                            with open(os.path.join(linked, "planted.pyc"), "wb") as f:
+                                f.write(b"x")
                     self.fail("the bug")
             """)
         baseline = self.cached_baseline()
@@ -753,6 +757,26 @@ def suffixes() -> tuple[str, ...]:
 
 
 class ProtectTest(unittest.TestCase):
+    def test_files_named_by_test_literals_are_test_data(self):
+        sources = {
+            "tests/test_a.py": b'HERE = pathlib.Path(__file__).parent\n'
+                               b'EXPECTED = (HERE / "data" / "expected.txt").read_text()\n',
+            "tests/test_b.py": b'import unittest\nclass B(unittest.TestCase):\n'
+                               b'    def test_b(self):\n        open(f"{ROOT}/fixtures/b.json")\n',
+            "tests/test_c.py": b'SPACED = "my data.csv"\n',
+            "tests/test_d.py": b'import calc\nNOTHING = "names no file"\n',
+        }
+        data = {"tests/data/expected.txt", "fixtures/b.json", "tests/my data.csv",
+                "other/expected.txt", "notes/unnamed.txt"}
+        for extra in (set(), {"odd name+1.txt"}):       # a name the quick look cannot sift
+            with self.subTest(extra=extra):
+                facts = Facts(test_argv=UNITTEST, test_files=set(sources),
+                              before=set(sources) | data | extra | {"calc.py"})
+                facts.named_by_tests(sources.get)
+                self.assertEqual(facts.named_data, {"tests/data/expected.txt": "tests/test_a.py",
+                                                    "fixtures/b.json": "tests/test_b.py",
+                                                    "tests/my data.csv": "tests/test_c.py"})
+
     def test_protected_kinds(self):
         make = Facts(test_argv=["make", "test"])
         collected = Facts(test_argv=UNITTEST, test_files={"tests/checks.py"})

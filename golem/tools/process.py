@@ -170,7 +170,7 @@ class _Popen(subprocess.Popen):
             raise
 
 
-_SMALL, _GATHER = 4096, 0.002
+_SMALL, _GATHER = 4096, 0.01
 
 
 def _read_until(sel: selectors.BaseSelector, captures: dict[int, _Capture], until: float,

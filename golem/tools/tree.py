@@ -14,6 +14,7 @@ import errno
 import os
 import secrets
 import stat
+import sys
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -169,8 +170,38 @@ def open_file(dir_fd: int, name: str) -> tuple[int, os.stat_result]:
         raise
 
 
+def clone_fd(src: int, dst: int) -> bool:
+    """Make the empty file `dst` share `src`'s data where the file system can (a reflink:
+    Btrfs, XFS, bcachefs; the data is copied only when one of them is written). False where
+    it cannot (ext4, tmpfs, another file system, not Linux): the caller copies."""
+    if _FICLONE is None:
+        return False
+    try:
+        _FICLONE(dst, src)
+    except OSError:
+        return False
+    return True
+
+
+def _ficlone():
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    if not sys.platform.startswith("linux"):
+        return None
+    request = getattr(fcntl, "FICLONE", 0x40049409)       # _IOW(0x94, 9, int)
+    return lambda dst, src: fcntl.ioctl(dst, request, src)
+
+
+_FICLONE = _ficlone()
+
+
 def copy_fd(src: int, dst: int, size: int) -> None:
-    """Copy `size` bytes from `src` to `dst`, skipping holes (the copy stays sparse)."""
+    """Copy `size` bytes from `src` to `dst`, skipping holes (the copy stays sparse); a
+    reflink where the file system has them and `src` holds exactly `size` bytes."""
+    if size and os.fstat(src).st_size == size and clone_fd(src, dst):
+        return
     offset = 0
     while offset < size:
         try:
@@ -330,9 +361,11 @@ class Writer:
             os.close(fd)
 
     def write(self, rel: str, data: bytes | None = None, mode: int = 0o644, *,
-              source: int | None = None, size: int = 0) -> None:
+              source: int | None = None, size: int = 0, clone: int | None = None) -> None:
         """Create or replace the file `rel` with `data` (or `size` bytes of descriptor
-        `source`, holes kept); whatever was at `rel` (a link, a directory) is replaced."""
+        `source`, holes kept); whatever was at `rel` (a link, a directory) is replaced.
+        `clone`: a descriptor of a file holding exactly `data`, shared where the file
+        system can (clone_fd) instead of written."""
         fd, name = self.parent(rel, create=True)
         tmp = f".{name[:100]}.golem-{secrets.token_hex(6)}"
         out = -1
@@ -340,6 +373,8 @@ class Writer:
             out = os.open(tmp, _CREATE, 0o600, dir_fd=fd)
             if source is not None:
                 copy_fd(source, out, size)
+            elif clone is not None and data and clone_fd(clone, out):
+                pass
             else:
                 view = memoryview(data or b"")
                 while view:

@@ -31,15 +31,16 @@ from typing import Callable
 
 from golem.core import cancel
 from golem.core.errors import Cancelled, OutOfTime, UsageError
-from golem.tools import process, sandbox, tree
+from golem.tools import sandbox, tree
 from golem.trace import Trace
 from golem.workflow.verifier import protect, repeat, scan
+from golem.workflow.verifier.bytecode import compile_modules, compile_sources, discover
 from golem.workflow.verifier.grade import (Verdict, advise, judge, judge_new_tests,
                                            mark_flaky)
 from golem.workflow.verifier.interpreter import probe
 from golem.workflow.verifier.reached import never_reached
 from golem.workflow.verifier.rebuild import Copy
-from golem.workflow.verifier.scratch import Phase, cache_state, prune_recent
+from golem.workflow.verifier.scratch import Phase, cache_state
 from golem.workflow.verifier.snapshot import Changes, dependency_trees
 from golem.workflow.verifier.suite import Plan, SuiteResult, TestCommand, plan_for, run_suite
 
@@ -114,6 +115,11 @@ class Baseline:
         return self.plan.interpreter.roots if self.plan.interpreter else ()
 
     @property
+    def tag(self) -> str | None:
+        """The test interpreter's bytecode tag (`cpython-311`), if it has one."""
+        return self.plan.interpreter.cache_tag if self.plan.interpreter else None
+
+    @property
     def test_files(self) -> set[str]:
         return {f for f in self.result.files.values() if f}
 
@@ -130,6 +136,10 @@ def _wrap(env: Environment, root: str, writable: tuple[str, ...], read_only=(), 
     wrap, _ = sandbox.wrapper(env.sandbox, root, writable, env.env.get("PATH"),
                               tuple(read_only), tuple(hidden), tuple(tools))
     return wrap
+
+
+def _given(path: str | None) -> tuple[str, ...]:
+    return (path,) if path else ()
 
 
 def _no_evidence(result: SuiteResult, label: str) -> str | None:
@@ -185,29 +195,13 @@ def _master(cache: Callable[[str], str] | None, plan: Plan, phase: Phase) -> str
     return path
 
 
-WARM = """\
-import importlib, sys
-for name in sys.argv[1:]:
-    try:
-        importlib.import_module(name)
-    except Exception:
-        pass
-"""
-
-
-def _warm(plan: Plan, master: str, cwd: str, env: dict[str, str], wrap) -> None:
-    """Fill golem's bytecode cache from a process of golem's own: the test interpreter,
-    isolated (`-I`: nothing from the workspace or the environment on its path), importing
-    the runner's modules. The only process that ever writes the cache."""
+def _runner_modules(plan: Plan, cwd: str, env: dict[str, str], wrap) -> list[str]:
+    """The sources of the modules the test runner loads, for golem to compile into its
+    cache (bytecode.discover: the test interpreter says which, golem reads them itself)."""
     names = ["unittest"]
     if plan.runner == "pytest":
         names += ["pytest", "_pytest.python", "_pytest.fixtures", "_pytest.assertion.rewrite"]
-    argv = [plan.interpreter.executable, "-I", "-X", f"pycache_prefix={master}", "-c", WARM,
-            *names]
-    try:
-        process.run(argv, cwd=cwd, env=env, timeout=120, cap=20_000, wrap=wrap)
-    except OSError:
-        pass        # a cache left cold costs time, never correctness
+    return discover(plan.interpreter.executable, names, cwd, env, wrap)
 
 
 def _recorded_state(path: str) -> dict | None:
@@ -228,23 +222,45 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
     try:
         plan = plan_for(command, env.env, cwd)
         trees = dependency_trees(cwd)
-        master = _master(cache, plan, phase)
+        # a cache kept between golem's runs is one anything unconfined could have written:
+        # only runs whose commands run unconfined anyway use it; sealed ones make their own
+        sealed = _wrap(env, cwd, (phase.root,)) is not None
+        master = _master(None if sealed else cache, plan, phase)
         run = phase.run(pycache=master)
         helpers = phase.helpers()
         tools = plan.interpreter.roots if plan.interpreter else ()
-        wrap = _wrap(env, cwd, (run.root, master), (helpers, *read_only), (), tools)
+        # what may run the workspace's code (the probe, the runner's imports, the suite) is
+        # never given golem's cache to write; golem's compiler (`-I -S`) is the only writer
+        wrap = _wrap(env, cwd, (run.root,), (helpers, master, *read_only), (), tools)
+        warmed = None
+        tag = plan.interpreter.cache_tag if plan.interpreter else None
         if plan.interpreter is not None:
             env.trace.emit("note", message=f"test interpreter: {plan.interpreter.describe()}",
                            interpreter=plan.interpreter.executable)
+            before = cache_state(master)
             probe(plan.interpreter, cwd, trees, run.env(env.env), wrap)
-        warmed = None
-        if plan.interpreter is not None:
-            if not os.listdir(master):      # a cache kept from earlier runs stays as it is
-                _warm(plan, master, cwd, run.env(env.env), wrap)
-                prune_recent(master)
+            modules = _runner_modules(plan, cwd, run.env(env.env), wrap) \
+                if tag is not None and not os.listdir(master) else []
+            if cache_state(master) != before:
+                env.trace.emit("note", message="golem's bytecode cache changed while the test "
+                               "interpreter was probed; it was thrown away")
+                tree.remove_tree(master)
+                os.makedirs(master, mode=0o700)
+                modules = []
+            if tag is not None:
+                writer = _wrap(env, cwd, (run.root, master), (helpers, *read_only), (), tools)
+                within = [*tools, *(os.path.join(cwd, t) for t in trees)]
+                compile_modules(plan.interpreter.executable, tag, master, modules, within,
+                                cwd, run.root, run.env(env.env), writer)
+                compile_sources(plan.interpreter.executable, tag, master, cwd, run.root,
+                                run.env(env.env), writer)
             warmed = cache_state(master)
+        view = phase.view(master if plan.interpreter else None, tag, cwd)
+        if view is not None:
+            run.pycache = view
         # the suite itself never writes the cache: bound read-only, and checked after
-        wrap = _wrap(env, cwd, (run.root,), (helpers, master, *read_only), (), tools)
+        wrap = _wrap(env, cwd, (run.root,), (helpers, master, *_given(view), *read_only), (),
+                     tools)
         timeout = env.timeout()
         result = run_suite(plan, cwd=cwd, env=env.relocated(cwd), run=run, helpers=helpers,
                            timeout=timeout, wrap=wrap)
@@ -268,7 +284,7 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             tree.remove_tree(master)
             os.makedirs(master, mode=0o700)
             state = cache_state(master)
-        if cache is not None and plan.interpreter is not None:
+        if cache is not None and not sealed and plan.interpreter is not None:
             tree.write_output(master + ".state", json.dumps(state))
         return Baseline(result, plan, phase, trees, cwd, master, state)
     except OutOfTime:
@@ -289,8 +305,11 @@ def agent_scratch(env: Environment, baseline: Baseline | None, workspace: str,
     phase = Phase("agent")
     master = baseline.trusted_master() if baseline else None
     run = phase.run(pycache=master)
+    view = phase.view(master, baseline.tag, workspace) if baseline else None
+    if view is not None:
+        run.pycache = view
     tools = baseline.tools if baseline else ()
-    cache = (master,) if master else ()
+    cache = (master, *_given(view)) if master else ()
     wrap = _wrap(env, workspace, (phase.root,), (*cache, *read_only), hidden, tools)
     return phase, run.env(env.env), wrap
 
@@ -312,8 +331,11 @@ class Grading:
 def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, label: str,
               workspace: str, master: str | None, only: str | None = None) -> SuiteResult:
     run = phase.run(pycache=master)
+    view = phase.view(master, baseline.tag, copy.root)
+    if view is not None:
+        run.pycache = view
     helpers = phase.helpers()
-    cache = (master,) if master else ()
+    cache = (master, *_given(view)) if master else ()
     wrap = _wrap(env, copy.root, (run.root,), (helpers, *cache, *copy.read_only), (workspace,),
                  baseline.tools)
     timeout = env.timeout()

@@ -24,7 +24,8 @@ from golem.tools import process
 
 LOCATE = ("import sys, json; print(json.dumps({'executable': sys.executable, "
           "'version': list(sys.version_info[:3]), 'base_prefix': sys.base_prefix, "
-          "'base_exec_prefix': sys.base_exec_prefix}))")
+          "'base_exec_prefix': sys.base_exec_prefix, "
+          "'tag': sys.implementation.cache_tag}))")
 
 # Runs in the test interpreter: argv[1] is the workspace, argv[2:] its dependency trees.
 PROBE = r"""
@@ -73,6 +74,7 @@ class Interpreter:
     roots: tuple[str, ...]
     names: frozenset[str] = field(default_factory=frozenset)
     suffixes: tuple[str, ...] = (".py", ".pyc", ".so")
+    cache_tag: str | None = None        # names its bytecode files (`cpython-311`)
 
     def describe(self) -> str:
         return f"{self.executable} (Python {'.'.join(map(str, self.version))})"
@@ -126,14 +128,16 @@ def locate(program: str, env: dict[str, str], cwd: str, script: bool = False) ->
         roots.add(os.path.realpath(venv))
     chosen = sorted(r for r in roots if os.path.isdir(r))
     chosen = [r for r in chosen if not any(r != q and r.startswith(q + "/") for q in chosen)]
-    return Interpreter(executable, version, tuple(chosen))
+    tag = data.get("tag")
+    tag = tag if isinstance(tag, str) and tag.replace("-", "").isalnum() else None
+    return Interpreter(executable, version, tuple(chosen), cache_tag=tag)
 
 
 def probe(interp: Interpreter, workspace: str, deps: list[str], env: dict[str, str],
           wrap=None) -> Interpreter:
     """Fill in the names `interp` imports from outside `workspace` (its `deps`, dependency
-    trees, count as outside). Run inside the baseline's sandbox."""
-    argv = [interp.executable, "-I", "-c", PROBE, workspace,
+    trees, count as outside). Run inside the baseline's sandbox, writing no bytecode."""
+    argv = [interp.executable, "-I", "-B", "-c", PROBE, workspace,
             *(os.path.join(workspace, d) for d in deps)]
     done = process.run(argv, cwd=workspace, env=env, timeout=120, cap=8_000_000, wrap=wrap)
     try:

@@ -120,9 +120,16 @@ class Facts:
         for path in self.before:
             if not _is_code(path) and not path.startswith(".git/"):
                 by_name.setdefault(path.rpartition("/")[2], []).append(path)
+        # a literal names a file only if the file's name stands in the source between
+        # quotes, slashes or other separators: a module where no name does is not parsed
+        sift = not any(_NAME_BOUNDS.search(name) for name in by_name)
         for test in sorted(self.test_files | {p for p in self.before
                                               if p.rpartition("/")[2] == "conftest.py"}):
-            literals = _literals(original(test))
+            data = original(test)
+            if not by_name or (sift and data is not None and by_name.keys().isdisjoint(
+                    _NAME_BOUNDS.split(data.decode("utf-8", "replace")))):
+                continue
+            literals = _literals(data)
             parts = {piece for text in literals for piece in text.split("/") if piece}
             here = set(test.split("/")[:-1])
             for text in literals:
@@ -317,6 +324,9 @@ def read_in_run(reads: dict[str, set[str]], changed: set[str], facts: Facts,
         if tests:
             found.append((path, f"test data: the {label}'s tests read {path} ({tests[0]})"))
     return found
+
+
+_NAME_BOUNDS = re.compile(r"""[\s'"/\\(){}\[\],=:;+%<>|&*!?#`$@^~]""")
 
 
 def _literals(data: bytes | None) -> set[str]:

@@ -24,6 +24,11 @@ the real workspace too, never through the links of the copy it was made from. A 
 git directory by its absolute path, which is bound read-only with its common directory. A
 change a run made to the top-level `.git` never reaches a copy: the copy's is the layout's.
 
+Where the file system has reflinks (Btrfs, XFS, bcachefs), a kept original goes into a copy
+as a clone of the store's file (`tree.clone_fd`), checked against its hash first: the copy
+shares the data until a run writes it, so a copy costs what the run changed; elsewhere (ext4,
+tmpfs) it is written whole. A kept original missing from the store is a problem of the copy.
+
 A file over the snapshot's size limit has no kept original: it is copied (holes kept) from
 the workspace when it still matches its fingerprint, and is a problem otherwise, which makes
 the verdict FAILED.
@@ -210,7 +215,15 @@ def _restore(copy: Copy, writer: tree.Writer, snap: Snapshot, rel: str) -> None:
         writer.symlink(rel, _link_target(copy, entry.link_target))
         return
     if entry.stored:
-        writer.write(rel, snap.original(rel), entry.mode)     # hash-checked
+        fd = snap.open_original(rel)
+        try:
+            data = snap.checked(rel, fd)            # hash-checked, then shared or written
+            if data is None:
+                raise OSError(f"the kept copy of {rel} is missing from golem's store")
+            writer.write(rel, data, entry.mode, clone=fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
         return
     # too large to have been kept: the workspace's file, if it is still the same one
     parts, name = tree.split(rel)

@@ -8,13 +8,13 @@ and plugin, the node reporter) are written into a `helpers` directory that sandb
 read-only. Only the agent phase's directory is ever writable inside the model's sandbox,
 and it is removed before the verification starts.
 
-Bytecode comes from a cache golem owns (`cache_dir`): the standard library and the runner's
-modules, compiled by golem's own warm-up (the test interpreter started isolated, `-I`, so
-nothing of the workspace or the environment is on its path), the only process that writes
-it. Every suite run, the baseline's too, gets it bound read-only (Python then compiles the
-workspace's code in memory), so nothing a test runs can change what a later run reads;
-where commands run unconfined, golem checks it is unchanged before it trusts it again, and
-throws it away otherwise.
+Bytecode comes from a cache golem owns, written only by golem's compiler (bytecode.py): the
+runner's modules and the workspace's sources, compiled by the test interpreter isolated with
+`-I -S`. Every suite run, the baseline's too, gets it bound read-only through a view of its
+own, so nothing a test runs can change what a later run reads. Under bubblewrap the cache is
+made in the baseline's scratch for one command; unconfined, it is kept between commands
+(`cache_dir`), and golem checks it is unchanged before it trusts it again, throwing it away
+otherwise.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import hashlib
 import os
 import stat
 import tempfile
-import time
 from dataclasses import dataclass
 from importlib import resources
 
 from golem.tools import tree
+from golem.workflow.verifier import bytecode
 
 HELPERS = ("evidence.py", "relocate.py", "unittest_driver.py", "pytest_launcher.py", "pytest_plugin.py",
            "node_reporter.mjs", "pytest.ini")
@@ -55,6 +55,7 @@ class Phase:
         self.root = tempfile.mkdtemp(prefix=f"golem-{name}-")
         self._helpers: str | None = None
         self._runs = 0
+        self._view_root: str | None = None
 
     def helpers(self) -> str:
         """The read-only directory holding golem's helpers for this phase."""
@@ -83,10 +84,22 @@ class Phase:
             os.mkdir(pycache, 0o700)
         return RunScratch(root, home, tmp, pycache)
 
+    def view(self, master: str | None, tag: str | None, root: str) -> str | None:
+        """A fresh bytecode view for one run of the tree at `root` (bytecode.view), outside
+        the phase's directory (which the agent's sandbox may write): the run binds it
+        read-only. None without a cache or bytecode for this interpreter."""
+        if master is None or tag is None:
+            return None
+        if self._view_root is None:
+            self._view_root = tempfile.mkdtemp(prefix=f"golem-{self.name}-bytecode-")
+        return bytecode.view(self._view_root, master, tag, [root])
+
     def close(self) -> None:
         if self._helpers is not None:
             os.chmod(self._helpers, stat.S_IRWXU)
         tree.remove_tree(self.root)
+        if self._view_root is not None:
+            tree.remove_tree(self._view_root)
 
     def __enter__(self) -> Phase:
         return self
@@ -104,37 +117,6 @@ def cache_dir(state: str, interpreter: str, workspace: str) -> str:
     if os.path.islink(path) or not os.path.isdir(path):
         raise OSError(f"{path} is not a directory golem made")
     return path
-
-
-def prune_recent(path: str, now: float | None = None) -> int:
-    """Remove from a cache every timestamp-checked bytecode file whose source was modified in
-    the last two seconds (or claims a later time): Python checks such a file against its
-    source's modification time in whole seconds and its size, so an edit of the same size in
-    the same second would otherwise run the old code. Returns how many were removed."""
-    cutoff = int(now if now is not None else time.time()) - 2
-    removed = 0
-    try:
-        items = [item for item in tree.walk(path, max_depth=400)
-                 if item.kind == "file" and item.rel.endswith(".pyc")]
-    except (OSError, tree.TreeError):
-        return 0
-    for item in items:
-        full = os.path.join(path, item.rel)
-        try:
-            with open(full, "rb", opener=_no_follow) as handle:
-                header = handle.read(16)
-        except OSError:
-            continue
-        if len(header) < 16 or int.from_bytes(header[4:8], "little") != 0:
-            continue                        # hash-based, or not bytecode at all
-        if int.from_bytes(header[8:12], "little") >= cutoff:
-            os.unlink(full)
-            removed += 1
-    return removed
-
-
-def _no_follow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW)
 
 
 def cache_state(path: str) -> dict[str, str]:

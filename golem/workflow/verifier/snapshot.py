@@ -183,24 +183,28 @@ def fingerprint(root: str, store: str | None = None, deps: list[str] = ()) -> Fi
 
 
 def _hash(dir_fd: int, name: str, store_fd: int) -> tuple[str, int]:
-    """The SHA-256 and size of one file, streamed; copied into the store when given."""
+    """The SHA-256 and size of one file, streamed; copied into the store when given (shared
+    with the file where the file system can: then what is hashed is what the store holds)."""
     fd, _ = tree.open_file(dir_fd, name)
     digest = hashlib.sha256()
     tmp, out, size, made = f".part-{secrets.token_hex(8)}", -1, 0, False
     try:
+        source, cloned = fd, False
         if store_fd >= 0:
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+            out = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
                           dir_fd=store_fd)
             made = True
+            if tree.clone_fd(fd, out):
+                source, cloned = out, True
         while True:
-            chunk = os.read(fd, _CHUNK)
+            chunk = os.read(source, _CHUNK)
             if not chunk:
                 break
             digest.update(chunk)
             size += len(chunk)
             if size > MAX_COPY:
                 raise OSError("grew past the copy limit while it was read")
-            if out >= 0:
+            if out >= 0 and not cloned:
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(out, view):]
@@ -388,9 +392,17 @@ class Snapshot:
         if fd is None:
             return None
         try:
-            data = tree.read_limited(fd, MAX_COPY + 1)
+            data = self.checked(rel, fd)
         finally:
             os.close(fd)
+        return data[:limit] if data is not None else None
+
+    def checked(self, rel: str, fd: int | None) -> bytes | None:
+        """The whole content of the kept copy of `rel` open at `fd`, checked against its
+        hash (OSError when it was changed after the snapshot); None without one."""
+        if fd is None:
+            return None
+        data = tree.read_limited(fd, MAX_COPY + 1)
         if hashlib.sha256(data).hexdigest() != self.entries[rel].sha:
             raise OSError(f"the kept copy of {rel} was changed after the snapshot")
-        return data[:limit]
+        return data

@@ -1,0 +1,300 @@
+"""Bytecode golem compiles itself, so graded runs start warm.
+
+Python looks for a module's bytecode under the `pycache_prefix` each run is given, at
+PREFIX/<the source's directory>/<name>.<tag>.pyc. golem's cache holds two kinds. The
+runner's modules (the standard library's and those of unittest or pytest, which every run
+finds at the same paths) are compiled at those paths (`compile_modules`, given the list
+`discover` asks the test interpreter for). The workspace's sources are somewhere else in
+every run (each graded run has a copy of its own), so golem keeps their bytecode by content:
+`@code/<tag>/<sha256 of the source>.pyc` (`compile_sources`). Both are written by one kind of
+process only: the test interpreter isolated with `-I -S` (nothing of the workspace, the
+environment or site-packages runs in it), handed the bytes golem read, never a path, and
+writing hash-checked bytecode (PEP 552). A workspace source whose compiling warns is left
+out: a run that makes warnings errors must see them, as it would compiling the source.
+
+Each run is then given a `view`: a fresh directory, bound read-only into the sandbox, whose
+entries are symbolic links into golem's cache, with the bytecode of every source of the
+run's tree placed where Python looks for it. Python compares each source's hash with the one
+recorded in its bytecode before it uses it, so bytecode placed for a file that has changed
+since (an edit of the agent's, a changed file in a verification copy) is never run; Python
+compiles that file in memory, for that run only. Where commands run unconfined, the cache
+is checked unchanged (sizes, times, change times) before it is trusted again
+(scratch.cache_state).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import marshal
+import os
+import stat
+import tempfile
+
+from golem.tools import process, tree
+from golem.workflow.verifier.snapshot import CACHE_DIRS, DEPENDENCY_NAMES, VCS_NAMES
+
+CODE = "@code"                  # the content-keyed part of golem's cache
+MAX_SOURCES = 50_000            # a tree with more sources is left to Python
+MAX_SOURCE = 8 * 1024 * 1024    # as is a larger source
+BATCH = 64 * 1024 * 1024        # bytes of source handed to one compiling process
+
+# Runs in the test interpreter: argv[1] is golem's batch (where, name, source bytes, strict),
+# argv[2] the directory it writes each `where` below. A source that does not compile is left
+# out, and so is, when `strict`, one whose compiling warns (a run that makes warnings errors
+# must see the warning, as it would compiling the source itself).
+COMPILE = r"""
+import importlib._bootstrap_external as external, importlib.util, marshal, os, sys, warnings
+with open(sys.argv[1], "rb") as handle:
+    batch = marshal.load(handle)
+out = sys.argv[2]
+for where, name, source, strict in batch:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error" if strict else "ignore")
+            code = compile(source, name, "exec", dont_inherit=True)
+        data = external._code_to_hash_pyc(code, importlib.util.source_hash(source), True)
+        path = os.path.join(out, where)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    except Exception:
+        continue
+    part = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(part, path)
+"""
+
+# Runs in the test interpreter as the suite would (site, its path), writing nothing: imports
+# the runner's modules and prints, as its last line, the source file of every module loaded.
+DISCOVER = r"""
+import importlib, json, sys
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except BaseException:
+        pass
+files = []
+for module in list(sys.modules.values()):
+    path = getattr(module, "__file__", None)
+    if isinstance(path, str) and path.endswith(".py"):
+        files.append(path)
+print(json.dumps(files))
+"""
+
+
+def _pruned(rel: str, name: str) -> bool:
+    return (name in VCS_NAMES or name in CACHE_DIRS or name in DEPENDENCY_NAMES
+            or name.startswith("."))
+
+
+def sources(root: str, keep=lambda key: False) -> tuple[dict[str, str], dict[str, tuple]]:
+    """Every Python source below `root` (not in a dependency tree, a cache, a version-control
+    or hidden directory; never through a link): path -> content key; and for each key
+    `keep(key)` asks for, the source itself (its path and bytes). ({}, {}) for a tree too big
+    or that cannot be walked: Python then compiles as it would without golem."""
+    found: dict[str, str] = {}
+    wanted: dict[str, tuple] = {}
+    try:
+        for item in tree.walk(root, _pruned):
+            if item.kind != "file" or not item.name.endswith(".py") \
+                    or item.info.st_size > MAX_SOURCE:
+                continue
+            if len(found) >= MAX_SOURCES:
+                return {}, {}
+            try:
+                fd = os.open(item.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             dir_fd=item.dir_fd)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read(MAX_SOURCE + 1)
+            if len(data) > MAX_SOURCE:
+                continue
+            key = hashlib.sha256(data).hexdigest()
+            found[item.rel] = key
+            if key not in wanted and keep(key):
+                wanted[key] = (os.path.join(root, item.rel), data)
+    except (OSError, tree.TreeError):
+        return {}, {}
+    return found, wanted
+
+
+def code_dir(master: str, tag: str) -> str:
+    return os.path.join(master, CODE, tag)
+
+
+def compile_sources(interpreter: str, tag: str, master: str, root: str, scratch: str,
+                    env: dict[str, str], wrap=None, timeout: float = 300) -> int:
+    """Compile every source below `root` that golem's cache lacks into it, in processes of
+    the test interpreter `interpreter` (cache tag `tag`) isolated from everything but the
+    standard library. Returns how many sources were new. A failure costs time, never
+    correctness: what is missing Python compiles itself."""
+    out = code_dir(master, tag)
+    try:
+        os.makedirs(out, mode=0o700, exist_ok=True)
+        have = set(os.listdir(out))
+    except OSError:
+        return 0
+    _, wanted = sources(root, lambda key: key + ".pyc" not in have)
+    _compile(interpreter, out, [(key + ".pyc", path, data, True)
+                                for key, (path, data) in wanted.items()],
+             scratch, env, wrap, timeout)
+    return len(wanted)
+
+
+def discover(interpreter: str, names: list[str], cwd: str, env: dict[str, str],
+             wrap=None, timeout: float = 120) -> list[str]:
+    """The source files of the modules the test interpreter loads importing `names` as a
+    run would. What it says is only a list of paths to consider: golem reads and compiles
+    them itself (compile_modules)."""
+    try:
+        done = process.run([interpreter, "-I", "-B", "-c", DISCOVER, *names], cwd=cwd,
+                           env=env, timeout=timeout, cap=8_000_000, wrap=wrap)
+        files = json.loads(done.output.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        return []
+    if not isinstance(files, list):
+        return []
+    return [f for f in files[:MAX_SOURCES] if isinstance(f, str)]
+
+
+def compile_modules(interpreter: str, tag: str, master: str, files: list[str],
+                    within: list[str], root: str, scratch: str, env: dict[str, str],
+                    wrap=None, timeout: float = 300) -> int:
+    """Compile the sources `files` (what `discover` listed) into golem's cache at the paths
+    Python looks for them under its `pycache_prefix`, hash-checked. Only Python sources that
+    lie in the directories `within` (the interpreter's own trees and the workspace's
+    dependency trees, which every run sees anyway) are read; the workspace's own sources
+    (below `root`, as `sources` finds them) are left to `compile_sources`. Returns how many
+    were compiled."""
+    tops = [os.path.realpath(w) for w in within]
+    skip = {os.path.realpath(root), os.path.abspath(root)}
+    items, seen = [], set()
+    for name in files:
+        path = os.path.abspath(name)
+        real = os.path.realpath(path)
+        if path in seen or not path.endswith(".py") or not real.endswith(".py") \
+                or not any(real == t or real.startswith(t + os.sep) for t in tops) \
+                or any(_covered(top, path) or _covered(top, real) for top in skip):
+            continue
+        seen.add(path)
+        try:
+            with open(real, "rb", opener=_regular) as handle:
+                data = handle.read(MAX_SOURCE + 1)
+        except OSError:
+            continue
+        if len(data) > MAX_SOURCE:
+            continue
+        directory, base = os.path.split(path)
+        where = os.path.join(directory.lstrip(os.sep), f"{base[:-3]}.{tag}.pyc")
+        items.append((where, path, data, False))
+    _compile(interpreter, master, items, scratch, env, wrap, timeout)
+    return len(items)
+
+
+def _regular(path: str, flags: int) -> int:
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd
+
+
+def _covered(root: str, path: str) -> bool:
+    """Whether `sources(root)` would find the file `path` (so its bytecode is kept by
+    content, not by path)."""
+    rel = os.path.relpath(path, root)
+    if rel.startswith(os.pardir + os.sep) or rel == os.pardir or os.path.isabs(rel):
+        return False
+    return not any(_pruned("", part) for part in rel.split(os.sep)[:-1])
+
+
+def _compile(interpreter: str, out: str, items: list[tuple], scratch: str,
+             env: dict[str, str], wrap, timeout: float) -> None:
+    """Hand `items` (where below `out`, name, source, strict) to compiling processes of the
+    test interpreter, isolated with `-I -S`: nothing but its standard library runs there."""
+    batches, batch, size = [], [], 0
+    for item in items:
+        batch.append(item)
+        size += len(item[2])
+        if size >= BATCH:
+            batches.append(batch)
+            batch, size = [], 0
+    if batch:
+        batches.append(batch)
+    for number, batch in enumerate(batches):
+        try:
+            fd, path = tempfile.mkstemp(prefix=f"compile{number}-", suffix=".marshal",
+                                        dir=scratch)
+            with os.fdopen(fd, "wb") as handle:
+                marshal.dump(batch, handle)
+        except OSError:
+            return
+        try:
+            process.run([interpreter, "-I", "-S", "-B", "-c", COMPILE, path, out], cwd=scratch,
+                        env=env, timeout=timeout, cap=20_000, wrap=wrap)
+        except OSError:
+            pass
+        finally:
+            os.unlink(path)
+
+
+def view(where: str, master: str, tag: str, roots: list[str]) -> str | None:
+    """A fresh directory below `where` to give a run as its `pycache_prefix`: every entry of
+    golem's cache `master` (linked), and for each tree in `roots` the bytecode of each of
+    its sources the cache holds, where Python looks for it. None when the cache holds no
+    bytecode for this interpreter (the caller then gives the cache itself)."""
+    code = code_dir(master, tag)
+    try:
+        have = set(os.listdir(code))
+    except OSError:
+        return None
+    placed: dict[str, str] = {}         # path in the view -> bytecode in the cache
+    for root in roots:
+        found, _ = sources(root)
+        for rel, key in found.items():
+            if key + ".pyc" not in have:
+                continue
+            directory, name = os.path.split(rel)
+            for top in {os.path.abspath(root), os.path.realpath(root)}:
+                where_in = os.path.join(top, directory).lstrip(os.sep)
+                placed[os.path.join(where_in, f"{name[:-3]}.{tag}.pyc")] = \
+                    os.path.join(code, key + ".pyc")
+    needed: dict = {}                   # the directories to make, as a tree of names
+    for path in placed:
+        node = needed
+        for part in os.path.dirname(path).split(os.sep):
+            node = node.setdefault(part, {})
+    target = tempfile.mkdtemp(prefix="bytecode-", dir=where)
+    try:
+        _merge(target, master, needed, top=True)
+        for path, cached in placed.items():
+            # a link by name: a hard link would change the cached file's change time, which
+            # is how golem tells that something else wrote its cache
+            os.symlink(cached, os.path.join(target, path))
+    except OSError:
+        tree.remove_tree(target)
+        return None
+    return target
+
+
+def _merge(target: str, source: str | None, needed: dict, top: bool = False) -> None:
+    """Fill `target` with links to every entry of `source` but those `needed` names as
+    directories of its own, which are made and filled the same way."""
+    if source is not None:
+        try:
+            names = os.listdir(source)
+        except OSError:
+            names = []
+        for name in names:
+            if name in needed or (top and name == CODE):
+                continue
+            os.symlink(os.path.join(source, name), os.path.join(target, name))
+    for name, below in needed.items():
+        path = os.path.join(target, name)
+        os.mkdir(path, 0o700)
+        inner = os.path.join(source, name) if source is not None else None
+        if inner is not None and (os.path.islink(inner) or not os.path.isdir(inner)):
+            inner = None
+        _merge(path, inner, below)
