@@ -70,6 +70,13 @@ class MeasurementsTest(unittest.TestCase):
         self.assertLess(text.index("| b | 3 | 4 | pass |"), text.index("How:"))
         self.assertLess(text.index("- **b**: new."), text.index("End."))
 
+    def test_the_first_row_and_note_go_below_their_headers(self):
+        page = ("| figure | measured | target | result |\n|---|---|---|---|\n\n"
+                "How each figure is taken:\n\nEnd.\n")
+        text = bench.update(page, [bench.Figure("b", "3", "4", True, "new")])
+        self.assertIn("|---|---|---|---|\n| b | 3 | 4 | pass |\n", text)
+        self.assertIn("How each figure is taken:\n\n- **b**: new.\n", text)
+
     def test_redaction_speed(self):
         for figure in bench.redaction_speed(mib=1, repeats=1):
             self.check(figure)

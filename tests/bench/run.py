@@ -827,8 +827,13 @@ def update(text: str, figures: list[Figure]) -> str:
                 lines[at[0]] = line
                 continue
             kind = "| " if line.startswith("|") else "- **"
-            last = max(i for i, old in enumerate(lines) if old.startswith(kind))
-            lines.insert(last + 1, line)
+            # below the table's header, or the notes' heading, at least
+            anchor = "|---|" if kind == "| " else "How each figure is taken:"
+            floor = next((i + (kind != "| ") for i, old in enumerate(lines)
+                          if old.startswith(anchor)), -1)
+            last = max((i for i, old in enumerate(lines) if old.startswith(kind)),
+                       default=floor)
+            lines.insert(max(last, floor) + 1, line)
     return "\n".join(lines + rest) + "\n"
 
 
