@@ -312,6 +312,80 @@ class CacheWritersTest(GolemCase):
         self.assertFalse(baseline.master.startswith(state + os.sep), baseline.master)
 
 
+# an existing test module that sorts before test_calc and imports the package
+EARLIER = {"tests/test_a.py": "import unittest\n\nimport calc\n\n\n"
+                              "class ATest(unittest.TestCase):\n"
+                              "    def test_import(self):\n"
+                              "        self.assertTrue(calc.add)\n"}
+
+# imported by test_a during golem's verification: passing bytecode for test_calc, with the
+# real source's hash, written through the view's link into golem's cache, or in place of
+# the view's link
+POISON = """
+
+VIEW = {view}
+
+
+def _poison():
+    import importlib.util, os
+    from importlib import _bootstrap_external as external
+    tests = os.path.join(os.getcwd(), "tests", "test_calc.py")
+    if "golem-verify" not in os.getcwd() or not os.path.isfile(tests):
+        return
+    with open(tests, "rb") as handle:
+        source = handle.read()
+    fake = (b"import unittest\\nclass CalcTest(unittest.TestCase):\\n"
+            b"    def test_add(self): pass\\n    def test_mul(self): pass\\n"
+            b"    def test_zero(self): pass\\n")
+    data = external._code_to_hash_pyc(compile(fake, tests, "exec"),
+                                      importlib.util.source_hash(source), True)
+    cached = importlib.util.cache_from_source(tests)
+    try:
+        if VIEW:
+            with open(cached + ".x", "wb") as handle:
+                handle.write(data)
+            os.replace(cached + ".x", cached)
+        else:
+            with open(os.path.realpath(cached), "wb") as handle:
+                handle.write(data)
+    except OSError:
+        pass
+
+
+_poison()
+"""
+
+
+class GradedCacheTest(GolemCase):
+    """Code under test that rewrites, during golem's own verification, the bytecode a later
+    test module is read from: refused read-only under bubblewrap; unconfined, the change is
+    seen after the run, which then is not evidence."""
+
+    def test_bytecode_changed_during_the_verification_is_no_evidence(self):
+        for mode in SANDBOXES:
+            for view in (False, True):
+                with self.subTest(sandbox=mode, view=view):
+                    trace = os.path.join(self.tmp, f"trace-{mode}-{view}.jsonl")
+                    project = devenv.make(self.tmp, "src-pth", name=f"poison-{mode}-{view}",
+                                          extra=EARLIER)
+                    server = self.serve([
+                        chat(tool_calls=[("write_file", {
+                            "path": project.core,
+                            "content": devenv.BUGGY_CORE + POISON.format(view=view)})]),
+                        chat("fixed add and mul")])
+                    code, out, err = run_cli(
+                        ["fix", "-dir", project.root, "-provider", "openai", "-base-url",
+                         server.url, "-sandbox", mode, "-trace", trace, "-json"],
+                        project.env(False))
+                    report = last_json(out) if out.strip() else {}
+                    self.assertNotEqual(report.get("verdict"), "VERIFIED", out + err)
+                    after = next(e for e in read_trace(trace) if e["event"] == "verification")
+                    if mode == "none":
+                        self.assertIn("changed golem's bytecode cache", str(after), after)
+                    else:
+                        self.assertEqual(after["counts"], {"failed": 2, "passed": 2}, after)
+
+
 PLANT = """
 
 def _plant():

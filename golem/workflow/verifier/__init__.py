@@ -338,12 +338,20 @@ def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, la
     cache = (master, *_given(view)) if master else ()
     wrap = _wrap(env, copy.root, (run.root,), (helpers, *cache, *copy.read_only), (workspace,),
                  baseline.tools)
+    # unconfined, the run could write golem's cache through its view, or the view itself
+    watched = [p for p in (master, view) if p] if wrap is None else []
+    before = [cache_state(p) for p in watched]
     timeout = env.timeout()
     result = run_suite(baseline.plan, cwd=copy.root, env=env.relocated(copy.root, workspace),
                        run=run, helpers=helpers, timeout=timeout, wrap=wrap, only=only)
     if result.timed_out and timeout < env.suite_timeout:
         reason = f"the {label} ran out of -wall after {timeout:.0f}s (the time kept for it)"
         result.problem = f"{result.problem}; {reason}" if result.problem else reason
+    if [cache_state(p) for p in watched] != before:
+        reason = (f"the {label} changed golem's bytecode cache or its view of it: its "
+                  "results are not evidence")
+        result.problem = f"{result.problem}; {reason}" if result.problem else reason
+        baseline.trusted_master()       # thrown away, for every later run too
     if copy.problems:
         reason = "the verification copy is incomplete: " + "; ".join(copy.problems[:3])
         result.problem = f"{result.problem}; {reason}" if result.problem else reason
