@@ -3,22 +3,23 @@
 Python looks for a module's bytecode under the `pycache_prefix` each run is given, at
 PREFIX/<the source's directory>/<name>.<tag>.pyc. golem's cache holds two kinds. The
 runner's modules (the standard library's and those of unittest or pytest, which every run
-finds at the same paths) are compiled at those paths (`compile_modules`, given the list
-`discover` asks the test interpreter for). The workspace's sources are somewhere else in
-every run (each graded run has a copy of its own), so golem keeps their bytecode by content:
-`@code/<tag>/<sha256 of the source>.pyc` (`compile_sources`). Both are written by one kind of
-process only: the test interpreter isolated with `-I -S` (nothing of the workspace, the
-environment or site-packages runs in it), handed the bytes golem read, never a path, and
-writing hash-checked bytecode (PEP 552). A workspace source whose compiling warns is left
-out: a run that makes warnings errors must see them, as it would compiling the source.
+finds at the same paths) are placed at those paths (`compile_modules`, given the list
+`discover` asks the test interpreter for): a link to the bytecode installed beside the source
+where there is one, else compiled. The workspace's sources are somewhere else in
+every run (each graded run has a copy of its own), so golem keeps their bytecode by
+content: `@code/<tag>/<sha256 of the source>.pyc` (`compile_sources`). What golem compiles
+is written by one kind of process only: the test interpreter isolated with `-I -S` (nothing
+of the workspace, the environment or site-packages runs in it), handed the bytes golem read,
+never a path, and writing hash-checked bytecode (PEP 552). A workspace source whose
+compiling warns is left out: a run that makes warnings errors must see them, as it would compiling the source.
 
 Each run is then given a `view`: a fresh directory, bound read-only into the sandbox, whose
 entries are symbolic links into golem's cache, with the bytecode of every source of the
 run's tree placed where Python looks for it. Python compares each source's hash with the one
 recorded in its bytecode before it uses it, so bytecode placed for a file that has changed
 since (an edit of the agent's, a changed file in a verification copy) is never run; Python
-compiles that file in memory, for that run only. Where commands run unconfined, the cache
-is checked unchanged (sizes, times, change times) before it is trusted again
+compiles that file in memory, for that run only. The cache, with what its links point to, is
+checked unchanged (sizes, times, change times) before it is trusted again
 (scratch.cache_state).
 """
 
@@ -179,6 +180,10 @@ def compile_modules(interpreter: str, tag: str, master: str, files: list[str],
                 or any(_covered(top, path) or _covered(top, real) for top in skip):
             continue
         seen.add(path)
+        directory, base = os.path.split(path)
+        where = os.path.join(directory.lstrip(os.sep), f"{base[:-3]}.{tag}.pyc")
+        if _link_beside(master, where, real, tag, tops):
+            continue
         try:
             with open(real, "rb", opener=_regular) as handle:
                 data = handle.read(MAX_SOURCE + 1)
@@ -186,11 +191,29 @@ def compile_modules(interpreter: str, tag: str, master: str, files: list[str],
             continue
         if len(data) > MAX_SOURCE:
             continue
-        directory, base = os.path.split(path)
-        where = os.path.join(directory.lstrip(os.sep), f"{base[:-3]}.{tag}.pyc")
         items.append((where, path, data, False))
     _compile(interpreter, master, items, scratch, env, wrap, timeout)
     return len(items)
+
+
+def _link_beside(master: str, where: str, source: str, tag: str, tops: list[str]) -> bool:
+    """Place at `where` in golem's cache a link to the bytecode installed beside `source`
+    (`__pycache__/<name>.<tag>.pyc`, as pip and the interpreter's own install write it), if
+    there is one: a file of the same trees, which every run may read and none may write.
+    Python checks it against its source as it would in place; golem's record of the cache
+    (scratch.cache_state) holds the file's own times, so a later change to it is seen."""
+    directory, base = os.path.split(source)
+    beside = os.path.realpath(os.path.join(directory, "__pycache__", f"{base[:-3]}.{tag}.pyc"))
+    try:
+        info = os.lstat(beside)
+        if not stat.S_ISREG(info.st_mode) or not any(beside.startswith(t + os.sep)
+                                                     for t in tops):
+            return False
+        os.makedirs(os.path.dirname(os.path.join(master, where)), mode=0o700, exist_ok=True)
+        os.symlink(beside, os.path.join(master, where))
+    except OSError:
+        return False
+    return True
 
 
 def _regular(path: str, flags: int) -> int:

@@ -120,12 +120,22 @@ def cache_dir(state: str, interpreter: str, workspace: str) -> str:
 
 
 def cache_state(path: str) -> dict[str, str]:
-    """path -> kind, size, modification and change times of every entry of a cache."""
+    """path -> kind, size, modification and change times of every entry of a cache; for a
+    link, where it points and the same of what it points to."""
     found = {}
     try:
         for item in tree.walk(path, max_depth=400):
             info = item.info
-            found[item.rel] = f"{item.kind}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+            sign = f"{item.kind}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+            if item.kind == "link":
+                try:
+                    target = os.readlink(item.name, dir_fd=item.dir_fd)
+                    there = os.stat(item.name, dir_fd=item.dir_fd)
+                    sign += (f":{target}:{there.st_mode:o}:{there.st_ino}:{there.st_size}:"
+                             f"{there.st_mtime_ns}:{there.st_ctime_ns}")
+                except OSError:
+                    sign += ":dangling"
+            found[item.rel] = sign
     except (OSError, tree.TreeError):
         found["?"] = "unreadable"
     return found
