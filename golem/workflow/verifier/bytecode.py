@@ -11,7 +11,8 @@ content: `@code/<tag>/<sha256 of the source>.pyc` (`compile_sources`). What gole
 is written by one kind of process only: the test interpreter isolated with `-I -S` (nothing
 of the workspace, the environment or site-packages runs in it), handed the bytes golem read,
 never a path, and writing hash-checked bytecode (PEP 552). A workspace source whose
-compiling warns is left out: a run that makes warnings errors must see them, as it would compiling the source.
+compiling warns is left out: a run that makes warnings errors must see them, as it would
+compiling the source.
 
 Each run is then given a `view`: a fresh directory, bound read-only into the sandbox, whose
 entries are symbolic links into golem's cache, with the bytecode of every source of the
