@@ -287,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         save_durations({r.name: r.seconds for r in results if not r.failed})
     elapsed = time.monotonic() - started
     total = sum(r.tests for r in results)
-    sys.stdout.write("-" * 70 + f"\nRan {total} tests in {elapsed:.3f}s\n\n"
+    sys.stdout.write("-" * 70 + f"\nRan {total} test{'' if total == 1 else 's'} in "
+                     f"{elapsed:.3f}s\n\n"
                      f"{closing_line(results)}\n")
     sys.stdout.flush()
     return 1 if any(r.failed for r in results) else 0

@@ -49,10 +49,10 @@ class D(unittest.TestCase):
 
 
 class ParallelRunner(GolemCase):
-    def runner(self, *modules: str, **kw) -> subprocess.Popen:
+    def runner(self, *modules: str, root: str = "", **kw) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "tests.parallel", "-j", "3", "--root",
-                                 self.tmp, *modules], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, **kw)
+                                 root or self.tmp, *modules], cwd=REPO_ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
     def test_all_pass_one_summary(self):
         write_files(self.tmp, {"mod_a.py": PASSES, "mod_a2.py": PASSES})
@@ -78,6 +78,14 @@ class ParallelRunner(GolemCase):
         self.assertRegex(lines[-3], r"^Ran 4 tests in [\d.]+s$")
         # mod_c never closed: it counts as one error
         self.assertEqual(lines[-1], "FAILED (failures=1, errors=1, skipped=1)")
+
+    def test_a_module_that_cannot_start_fails_the_run(self):
+        # fail closed: a module whose process cannot even start is a failure, not a gap
+        with self.runner("mod_a", root=os.path.join(self.tmp, "missing")) as proc:
+            out, _ = proc.communicate(timeout=300)
+        self.assertEqual(proc.returncode, 1, out)
+        self.assertRegex(out, r"FAIL  mod_a .*\n.*\nthe runner could not run it: FileNotFoundError")
+        self.assertEqual(out.rstrip("\n").splitlines()[-1], "FAILED (errors=1)")
 
     def stopped(self, signum: int, thread: bool = False) -> tuple[int, str, int]:
         """Start the runner on a module that sleeps, send `signum` once the module runs (to the
