@@ -5,8 +5,9 @@ process, a few at once, the longest first, with one summary at the end in unitte
 
 Most of golem's tests wait on subprocesses (test runs, git, venvs, a loopback server), so more
 workers than cores pays. A module's output is kept together and shown whole when it fails; a
-module that passes gets one line. The exit code is 1 when anything failed, 130 on Ctrl-C, which
-ends every worker and what it started (each worker leads its own process group). The durations
+module that passes gets one line. The exit code is 1 when anything failed. Ctrl-C (SIGINT), a
+hang-up or SIGTERM ends every worker and what it started (each worker leads its own process
+group), and the exit code is 128 + the signal's number: 130 for Ctrl-C. The durations
 of the last run, kept in the temporary directory, order the next one; without them the
 biggest files go first.
 
@@ -19,6 +20,7 @@ import argparse
 import hashlib
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
@@ -32,6 +34,7 @@ SERIAL: tuple[str, ...] = ()
 _RAN = re.compile(r"^Ran (\d+) tests? in ([\d.]+)s\s*$", re.M)
 _CLOSING = re.compile(r"^(OK|FAILED)(?: \((.*)\))?\s*$", re.M)
 _ORDER = ("failures", "errors", "skipped", "expected failures", "unexpected successes")
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def modules() -> list[str]:
@@ -141,6 +144,67 @@ class Pool:
                 time.sleep(0.05)
 
 
+class Inbox:
+    """Where the main thread waits, and the only thing it waits on: a worker posts each result,
+    and a stopping signal posts its number.
+
+    A signal's handler only notes the number, so nothing is ever thrown into the code it lands
+    in (a lock held, a report half written); the stopping is done by the main thread, between
+    two waits. The kernel may hand the signal to any thread, and a handler runs only in the
+    main thread, so the wake-up is a pipe (signal.set_wakeup_fd) that the C-level handler
+    writes to from whichever thread it interrupts. A signal that whoever started the run
+    ignores (SIGINT for a background job of a non-interactive shell, SIGHUP under nohup) stays
+    ignored, as make and Python itself leave it.
+    """
+
+    def __init__(self):
+        self.results: queue.SimpleQueue[Result] = queue.SimpleQueue()
+        self.caught: list[int] = []
+        self.lock = threading.Lock()        # a late worker never writes to a closed pipe
+        self.closed = False
+        self.read_end, self.write_end = os.pipe()
+        os.set_blocking(self.write_end, False)
+        self.saved: dict[int, object] = {}
+        self.saved_fd = signal.set_wakeup_fd(self.write_end, warn_on_full_buffer=False)
+        for sig in STOPPING:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                self.saved[sig] = signal.signal(sig, self.note)
+
+    def note(self, signum: int, _frame) -> None:
+        self.caught.append(signum)      # no lock, no I/O: safe wherever it interrupts
+
+    def post(self, result: Result) -> None:
+        """From a worker: one module's result."""
+        self.results.put(result)
+        with self.lock:
+            if not self.closed:
+                try:
+                    os.write(self.write_end, b"\0")
+                except BlockingIOError:
+                    pass        # the pipe is full: the main thread has bytes to read anyway
+
+    def wait(self) -> Result | int:
+        """The next result, or the number of a stopping signal, which comes first."""
+        while True:
+            if self.caught:
+                return self.caught[0]
+            try:
+                return self.results.get_nowait()
+            except queue.Empty:
+                pass
+            # a signal's number (set_wakeup_fd), or 0 from post()
+            self.caught.extend(b for b in os.read(self.read_end, 512) if b in self.saved)
+
+    def close(self) -> None:
+        for sig, previous in self.saved.items():
+            signal.signal(sig, signal.SIG_DFL if previous is None else previous)
+        signal.set_wakeup_fd(self.saved_fd)
+        with self.lock:
+            self.closed = True
+            os.close(self.read_end)
+            os.close(self.write_end)
+
+
 def report(result: Result, out) -> None:
     if result.failed:
         bar = "=" * 70
@@ -168,6 +232,20 @@ def closing_line(results: list[Result]) -> str:
     return f"{word} ({parts})" if parts else word
 
 
+def work(pool: Pool, todo: queue.SimpleQueue, inbox: Inbox) -> None:
+    """A worker thread: the modules in `todo` one after another, each result to `inbox`."""
+    while True:
+        try:
+            name = todo.get_nowait()
+        except queue.Empty:
+            return
+        try:
+            result = pool.run_one(name)
+        except Exception as exc:    # it could not even start: a failure, never a silent gap
+            result = Result(name, 1, f"the runner could not run it: {exc!r}\n", 0.0)
+        inbox.post(result)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m tests.parallel",
                                      description="run golem's test modules in parallel")
@@ -182,43 +260,35 @@ def main(argv: list[str] | None = None) -> int:
     pool = Pool(max(1, args.jobs), sys.executable, args.root)
     started = time.monotonic()
     results: list[Result] = []
-    pending = list(parallel)
-    done = threading.Condition()
-
-    def worker() -> None:
-        while True:
-            with done:
-                if not pending or pool.stopping:
-                    return
-                name = pending.pop(0)
-            result = pool.run_one(name)
-            with done:
-                results.append(result)
-                if not pool.stopping:
-                    report(result, sys.stdout)
-                done.notify_all()
-
-    threads = [threading.Thread(target=worker, daemon=True)
-               for _ in range(min(pool.jobs, len(parallel)) or 0)]
+    inbox = Inbox()         # before the first worker: from then on a signal stops them all
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)
-        for name in alone:
-            result = pool.run_one(name)
-            results.append(result)
-            report(result, sys.stdout)
-    except KeyboardInterrupt:
-        pool.stop()
-        sys.stdout.write("\ninterrupted: every test process was ended\n")
-        return 130
+        for batch, jobs in ((parallel, pool.jobs), (alone, 1)):
+            todo: queue.SimpleQueue[str] = queue.SimpleQueue()
+            for name in batch:
+                todo.put(name)
+            for _ in range(min(jobs, len(batch))):
+                threading.Thread(target=work, args=(pool, todo, inbox), daemon=True).start()
+            for _ in batch:
+                got = inbox.wait()
+                if isinstance(got, int):
+                    pool.stop()
+                    sys.stdout.write(f"\ninterrupted ({signal.Signals(got).name}): "
+                                     "every test process was ended\n")
+                    sys.stdout.flush()
+                    return 128 + got
+                results.append(got)
+                report(got, sys.stdout)
+    except BaseException:
+        pool.stop()         # whatever ends the run early (a closed stdout) ends its workers too
+        raise
+    finally:
+        inbox.close()
     if args.root == ROOT:
         save_durations({r.name: r.seconds for r in results if not r.failed})
     elapsed = time.monotonic() - started
     total = sum(r.tests for r in results)
-    sys.stdout.write("-" * 70 + f"\nRan {total} tests in {elapsed:.3f}s\n\n"
+    sys.stdout.write("-" * 70 + f"\nRan {total} test{'' if total == 1 else 's'} in "
+                     f"{elapsed:.3f}s\n\n"
                      f"{closing_line(results)}\n")
     sys.stdout.flush()
     return 1 if any(r.failed for r in results) else 0
