@@ -768,7 +768,8 @@ class ProtectTest(unittest.TestCase):
         }
         data = {"tests/data/expected.txt", "fixtures/b.json", "tests/my data.csv",
                 "other/expected.txt", "notes/unnamed.txt"}
-        for extra in (set(), {"odd name+1.txt"}):       # a name the quick look cannot sift
+        many = {f"pad/unnamed{i}.txt" for i in range(70)}     # names looked for as words
+        for extra in (set(), {"odd name+1.txt"}, many, many | {"odd name+1.txt"}):
             with self.subTest(extra=extra):
                 facts = Facts(test_argv=UNITTEST, test_files=set(sources),
                               before=set(sources) | data | extra | {"calc.py"})

@@ -120,15 +120,21 @@ class Facts:
         for path in self.before:
             if not _is_code(path) and not path.startswith(".git/"):
                 by_name.setdefault(path.rpartition("/")[2], []).append(path)
-        # a literal names a file only if the file's name stands in the source between
-        # quotes, slashes or other separators: a module where no name does is not parsed
-        sift = not any(_NAME_BOUNDS.search(name) for name in by_name)
+        # a literal names a file only if the file's name stands in the source: a module
+        # where no name does is not parsed (a few names are looked for one by one; many, as
+        # the words between quotes, slashes and other separators, if no name holds one)
+        few = len(by_name) <= 64
+        sift = few or not any(_NAME_BOUNDS.search(name) for name in by_name)
         for test in sorted(self.test_files | {p for p in self.before
                                               if p.rpartition("/")[2] == "conftest.py"}):
             data = original(test)
-            if not by_name or (sift and data is not None and by_name.keys().isdisjoint(
-                    _NAME_BOUNDS.split(data.decode("utf-8", "replace")))):
-                continue
+            if not by_name:
+                break
+            if sift and data is not None:
+                text = data.decode("utf-8", "replace")
+                if not (any(name in text for name in by_name) if few else
+                        not by_name.keys().isdisjoint(_NAME_BOUNDS.split(text))):
+                    continue
             literals = _literals(data)
             parts = {piece for text in literals for piece in text.split("/") if piece}
             here = set(test.split("/")[:-1])
