@@ -9,6 +9,7 @@ memory.
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -174,9 +175,10 @@ _SMALL, _GATHER = 4096, 0.01
 
 
 def _read_until(sel: selectors.BaseSelector, captures: dict[int, _Capture], until: float,
-                proc: subprocess.Popen | None = None) -> bool:
+                proc: subprocess.Popen | None = None, exited: int = -1) -> bool:
     """Read into `captures` (fd -> capture) until every fd is at EOF (True), `until` passes,
-    or `proc` exits (False). A descriptor at EOF is unregistered."""
+    or `proc` exits (False). A descriptor at EOF is unregistered. `exited`, a pidfd of
+    `proc`, ends a pause early when the process exits."""
     while True:
         if not sel.get_map():
             return True
@@ -198,8 +200,20 @@ def _read_until(sel: selectors.BaseSelector, captures: dict[int, _Capture], unti
             small = small or len(chunk) < _SMALL
         if small:
             # a trickle (a record or a dot per test): let it gather rather than wake for
-            # every write; a full pipe is read at once
-            time.sleep(_GATHER)
+            # every write, unless the process ends; a full pipe is read at once
+            if exited >= 0:
+                select.select([exited], [], [], _GATHER)
+            else:
+                time.sleep(_GATHER)
+
+
+def _pidfd(pid: int) -> int:
+    """A descriptor that becomes readable when `pid` exits (Linux 5.3 and later), without
+    reaping it; -1 where there is none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return -1
 
 
 def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: int = 32_000,
@@ -258,6 +272,7 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
                 pass
     stopper = cancel.current()
     forget = stopper.on_set(lambda: _killpg(proc.pid, signal.SIGKILL)) if stopper else None
+    exited = _pidfd(proc.pid)
     try:
         # everything after the spawn is in here: the finally ends the group whatever is raised
         assert proc.stdout is not None
@@ -271,11 +286,12 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
             for each in captures:
                 sel.register(each, selectors.EVENT_READ)
             deadline = start + timeout
-            eof = _read_until(sel, captures, deadline, proc)
+            eof = _read_until(sel, captures, deadline, proc, exited)
             if not eof and proc.poll() is not None:
                 # The child is gone; its output may still be in flight, or a grandchild may
                 # hold the pipe open forever. Read a little longer, then stop waiting for it.
-                eof = _read_until(sel, captures, min(deadline, time.monotonic() + EXIT_GRACE))
+                eof = _read_until(sel, captures, min(deadline, time.monotonic() + EXIT_GRACE),
+                                  exited=exited)
             if proc.poll() is None:
                 try:
                     proc.wait(max(0.0, deadline - time.monotonic()))
@@ -285,7 +301,7 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
                 _killpg(proc.pid, signal.SIGTERM)
                 grace_end = time.monotonic() + TERM_GRACE
                 if not eof:
-                    eof = _read_until(sel, captures, grace_end, proc)
+                    eof = _read_until(sel, captures, grace_end, proc, exited)
                 try:
                     proc.wait(max(0.0, grace_end - time.monotonic()))
                 except subprocess.TimeoutExpired:
@@ -293,11 +309,13 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
             # Whatever is left of the group (stragglers, background grandchildren) goes too.
             _killpg(proc.pid, signal.SIGKILL)
             if not eof:
-                _read_until(sel, captures, time.monotonic() + DRAIN_LIMIT)
+                _read_until(sel, captures, time.monotonic() + DRAIN_LIMIT, exited=exited)
     finally:
         proc.stdout.close()
         if records >= 0:
             os.close(records)
+        if exited >= 0:
+            os.close(exited)
         # On Ctrl-C the group, in its own session, got no SIGINT: end all of it. The leader
         # is not reaped yet, so its pid (the group id) cannot have been reused.
         _killpg(proc.pid, signal.SIGKILL)
