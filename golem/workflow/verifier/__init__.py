@@ -34,6 +34,7 @@ from golem.core.errors import Cancelled, OutOfTime, UsageError
 from golem.tools import sandbox, tree
 from golem.trace import Trace
 from golem.workflow.verifier import protect, repeat, scan
+from golem.workflow.verifier import bytecode
 from golem.workflow.verifier.bytecode import compile_modules, compile_sources, discover
 from golem.workflow.verifier.grade import (Verdict, advise, judge, judge_new_tests,
                                            mark_flaky)
@@ -195,12 +196,16 @@ def _master(cache: Callable[[str], str] | None, plan: Plan, phase: Phase) -> str
     return path
 
 
-def _runner_modules(plan: Plan, cwd: str, env: dict[str, str], wrap) -> list[str]:
-    """The sources of the modules the test runner loads, for golem to compile into its
-    cache (bytecode.discover: the test interpreter says which, golem reads them itself)."""
+def _runner_modules(plan: Plan, cwd: str, env: dict[str, str], wrap,
+                    helpers: str) -> list[str]:
+    """The sources of the modules the test runner and golem's helpers load, for golem to
+    place in its cache (bytecode.discover: the test interpreter says which, golem reads
+    them itself)."""
     names = ["unittest"]
     if plan.runner == "pytest":
         names += ["pytest", "_pytest.python", "_pytest.fixtures", "_pytest.assertion.rewrite"]
+    names += sorted(n for n in bytecode.imported(helpers)
+                    if plan.runner == "pytest" or n.split(".")[0] not in ("pytest", "_pytest"))
     return discover(plan.interpreter.executable, names, cwd, env, wrap)
 
 
@@ -239,7 +244,7 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
                            interpreter=plan.interpreter.executable)
             before = cache_state(master)
             probe(plan.interpreter, cwd, trees, run.env(env.env), wrap)
-            modules = _runner_modules(plan, cwd, run.env(env.env), wrap) \
+            modules = _runner_modules(plan, cwd, run.env(env.env), wrap, helpers) \
                 if tag is not None and not os.listdir(master) else []
             if cache_state(master) != before:
                 env.trace.emit("note", message="golem's bytecode cache changed while the test "
@@ -252,8 +257,9 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
                 within = [*tools, *(os.path.join(cwd, t) for t in trees)]
                 compile_modules(plan.interpreter.executable, tag, master, modules, within,
                                 cwd, run.root, run.env(env.env), writer)
-                compile_sources(plan.interpreter.executable, tag, master, cwd, run.root,
-                                run.env(env.env), writer)
+                for tree_ in (cwd, helpers):
+                    compile_sources(plan.interpreter.executable, tag, master, tree_, run.root,
+                                    run.env(env.env), writer)
             warmed = cache_state(master)
         view = phase.view(master if plan.interpreter else None, tag, cwd)
         if view is not None:
@@ -331,10 +337,10 @@ class Grading:
 def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, label: str,
               workspace: str, master: str | None, only: str | None = None) -> SuiteResult:
     run = phase.run(pycache=master)
+    helpers = phase.helpers()
     view = phase.view(master, baseline.tag, copy.root)
     if view is not None:
         run.pycache = view
-    helpers = phase.helpers()
     cache = (master, *_given(view)) if master else ()
     wrap = _wrap(env, copy.root, (run.root,), (helpers, *cache, *copy.read_only), (workspace,),
                  baseline.tools)

@@ -92,7 +92,9 @@ class Phase:
             return None
         if self._view_root is None:
             self._view_root = tempfile.mkdtemp(prefix=f"golem-{self.name}-bytecode-")
-        return bytecode.view(self._view_root, master, tag, [root])
+        # golem's helpers too, where the phase has them (compiled with the baseline's sources)
+        helpers = [self._helpers] if self._helpers else []
+        return bytecode.view(self._view_root, master, tag, [root, *helpers])
 
     def close(self) -> None:
         if self._helpers is not None:
