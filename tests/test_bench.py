@@ -147,6 +147,19 @@ class MeasurementsTest(unittest.TestCase):
         self.assertIn("no private copy", figures[0].measured)
         self.assertIn("private copies", figures[1].measured)
 
+    def test_reflinked_disk_is_not_measured_without_a_file_system_that_has_them(self):
+        with mock.patch.dict(os.environ, {"GOLEM_BENCH_REFLINK_DIR": ""}):
+            figures = suites.attempts_disk_reflink(files=60, counts=(1,))
+        self.assertEqual([f.ok for f in figures], [None])
+        self.assertIn("GOLEM_BENCH_REFLINK_DIR is not set", figures[0].how)
+        with tempfile.TemporaryDirectory() as where:
+            if suites._reflinks(where):
+                self.skipTest("this machine's temporary directory has reflinks")
+            with mock.patch.dict(os.environ, {"GOLEM_BENCH_REFLINK_DIR": where}):
+                figures = suites.attempts_disk_reflink(files=60, counts=(1,))
+        self.assertEqual([f.measured for f in figures], ["not measured"])
+        self.assertIn("no reflinks", figures[0].how)
+
     def test_the_real_project_is_not_measured_without_its_sdist(self):
         with tempfile.TemporaryDirectory() as cache, \
                 mock.patch.dict(os.environ, {"GOLEM_BENCH_CACHE": cache}):

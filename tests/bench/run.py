@@ -854,7 +854,7 @@ MEASURES = ("startup", "loop_overhead", "fix_overhead", "attempts_overhead",
             "attempts_model_bound", "deadline_overshoot", "context_economy", "search_speed",
             "peak_memory", "snapshot_sharing", "evidence_cost", "redaction_speed",
             "suite_one_class", "suite_many_tests", "suite_real_project",
-            "suite_real_project_unittest", "attempts_disk")
+            "suite_real_project_unittest", "attempts_disk", "attempts_disk_reflink")
 
 
 def _measure(name: str):

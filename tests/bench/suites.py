@@ -381,15 +381,24 @@ def _usage(paths: list[str], seen: set | None = None) -> tuple[int, int]:
     return total, len(seen)
 
 
+def _fs_used(path: str) -> int:
+    info = os.statvfs(path)
+    return (info.f_blocks - info.f_bfree) * info.f_frsize
+
+
 class DiskSampler:
     """`with DiskSampler({"scratch": a, "state": b}) as s:` measures the directories from a
     thread, `interval` seconds after each walk ends, and keeps the peak bytes on disk of each
     and of all together (GNU `du` where it is installed, else a walk in Python)."""
 
-    def __init__(self, roots: dict[str, str], interval: float = 0.05):
+    def __init__(self, roots: dict[str, str], interval: float = 0.05, fs: str | None = None):
         self.roots, self.interval = roots, interval
         self.du = shutil.which("du")    # GNU du: a walk in C, far lighter than one in Python
         self.peak = {name: 0 for name in [*roots, "all"]}
+        # with `fs`: also the file system's own count of blocks in use, above where it
+        # started (shared extents once: what a walk cannot see)
+        self.fs, self.fs_start = fs, _fs_used(fs) if fs else 0
+        self.peak["fs"] = 0
         self.walks, self.walking = 0, 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -401,6 +410,8 @@ class DiskSampler:
                                             for n, p in self.roots.items()}
         for name, used in sizes.items():
             self.peak[name] = max(self.peak[name], used)
+        if self.fs:
+            self.peak["fs"] = max(self.peak["fs"], _fs_used(self.fs) - self.fs_start)
         self.peak["all"] = max(self.peak["all"], sum(sizes.values()))
         self.walks += 1
         self.walking += time.perf_counter() - start
@@ -468,11 +479,45 @@ def _mib(size: int) -> str:
     return f"{size / 2**20:.1f} MiB"
 
 
-def attempts_disk(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8)) -> list[Figure]:
+def attempts_disk_reflink(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8)) \
+        -> list[Figure]:
+    """`attempts_disk` on a file system with reflinks, named by $GOLEM_BENCH_REFLINK_DIR (a
+    directory on XFS or Btrfs, e.g. a loop device made for it): the copies share the
+    snapshot's blocks there."""
+    where = os.environ.get("GOLEM_BENCH_REFLINK_DIR", "")
+    why = "" if where else "GOLEM_BENCH_REFLINK_DIR is not set"
+    if where and not _reflinks(where):
+        why = f"{where} cannot share blocks between files (no reflinks)"
+    if why:
+        return [Figure(f"attempts: file system blocks in use, `fix -attempts {count}`, "
+                       f"{files:,}-file repository, with reflinks", "not measured",
+                       "under 1.2x the tree per attempt", None, f"not measured: {why}")
+                for count in counts]
+    return attempts_disk(files, counts, base=where)
+
+
+def _reflinks(where: str) -> bool:
+    import fcntl
+    with tempfile.TemporaryDirectory(dir=where) as tmp:
+        first, second = os.path.join(tmp, "a"), os.path.join(tmp, "b")
+        with open(first, "wb") as handle:
+            handle.write(b"x" * 65536)
+        with open(first, "rb") as src, open(second, "wb") as dst:
+            try:
+                fcntl.ioctl(dst.fileno(), 0x40049409, src.fileno())     # FICLONE
+            except OSError:
+                return False
+    return True
+
+
+def attempts_disk(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8),
+                  base: str | None = None) -> list[Figure]:
     """Peak disk golem writes (its scratch under TMPDIR, its state directory) for
-    `fix -attempts N` on a generated `files`-file git checkout, N in `counts`."""
+    `fix -attempts N` on a generated `files`-file git checkout, N in `counts`; with `base`
+    (a directory on a file system with reflinks), everything is made there and the figure is
+    the file system's own count of blocks in use."""
     figures = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=base) as tmp:
         original = os.path.join(tmp, "original")
         os.makedirs(original)
         defect = _disk_repo(original, files)
@@ -498,7 +543,7 @@ def attempts_disk(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8)) -> li
                     *(["-models", ",".join(models)] if count > 1 else ["-model", models[0]])]
             load = _load()
             with ScriptServer([], by_model={m: script() for m in models}) as server, \
-                    DiskSampler({"scratch": scratch, "state": state}) as sampler:
+                    DiskSampler({"scratch": scratch, "state": state}, fs=base) as sampler:
                 start = time.perf_counter()
                 done = subprocess.run([*argv, "-base-url", server.url], cwd=ROOT, env=env,
                                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -513,6 +558,20 @@ def attempts_disk(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8)) -> li
             copies += (f", verification copies {statistics.median(verify):.2f} s"
                        if verify else "")
             peak = sampler.peak
+            if base:
+                figures.append(Figure(
+                    f"attempts: file system blocks in use, `fix -attempts {count}`, "
+                    f"{files:,}-file repository, with reflinks",
+                    f"{_mib(peak['fs'])} ({peak['fs'] / tree:.2f}x the tree's {_mib(tree)}; "
+                    f"{peak['fs'] / tree / count:.2f}x an attempt); {copies}; {took:.1f} s",
+                    "under 1.2x the tree per attempt", peak["fs"] <= 1.2 * count * tree,
+                    f"the peak rise in blocks in use (statvfs) of a file system with reflinks "
+                    f"({base}), where the checkout, TMPDIR and GOLEM_STATE_DIR all are, "
+                    f"sampled {sampler.interval * 1000:.0f} ms after each walk; a walk "
+                    f"counts {_mib(peak['all'])} at the peak, each reflinked file whole; "
+                    f"the tree is the checkout without `.git` ({files:,} files); {jobs} "
+                    f"attempt(s) at a time; load average {load}"))
+                continue
             figures.append(Figure(
                 f"attempts: peak scratch disk, `fix -attempts {count}`, {files:,}-file "
                 "repository",
