@@ -15,7 +15,9 @@ The entry points, in the order a fix uses them:
     grade(...)          protected changes (protect.py) and the scan (scan.py); then, in a
                         scratch made after the agent's processes are gone, the copy
                         (rebuild.py) graded test by test (grade.py), the new tests in a pass
-                        of their own, and -repeat (repeat.py)
+                        of their own, and -repeat (repeat.py); a graded run that changed
+                        what golem put in its copy is not evidence (placed.py), unless the
+                        baseline's own run changed that path too
 
 docs/verification.md and docs/security.md say which mechanism enforces each boundary.
 """
