@@ -266,14 +266,20 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
                      tools)
         timeout = env.timeout()
         # what the suite's own run changes in its tree is its habit, not a graded run's cheat
-        watch = placed.start(cwd, placed.pruned(trees),
-                             None if sealed else {t: os.path.join(cwd, t) for t in trees},
-                             run.root)
+        try:
+            watch = placed.start(cwd, placed.pruned(trees),
+                                 None if sealed else {t: os.path.join(cwd, t) for t in trees},
+                                 run.root)
+        except (OSError, tree.TreeError) as exc:
+            # nothing is taken for the suite's habit: every change a graded run makes counts
+            env.trace.emit("note", message=f"golem could not record the tree before the "
+                           f"{label} ({exc}): every change a graded run makes to it counts")
+            watch = None
         try:
             result = run_suite(plan, cwd=cwd, env=env.relocated(cwd), run=run, helpers=helpers,
                                timeout=timeout, wrap=wrap)
         finally:
-            written = watch.finish(added=True)
+            written = watch.finish(added=True) if watch else []
         rewrites = {rel for rel, _ in written}
         changed = sorted(rel for rel, what in written if what != "added")
         if changed:
@@ -394,15 +400,23 @@ def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, la
     trees = None if wrap is not None or layout is None else {
         name: os.path.join(layout.workspace, name) for name in copy.linked
         if name in layout.trees and name != ".git"}
-    watch = placed.start(copy.root, placed.pruned(()), trees, run.root)
+    try:
+        watch, unrecorded = placed.start(copy.root, placed.pruned(()), trees, run.root), None
+    except (OSError, tree.TreeError) as exc:
+        watch, unrecorded = None, exc
     try:
         result = run_suite(baseline.plan, cwd=copy.root,
                            env=env.relocated(copy.root, workspace), run=run, helpers=helpers,
                            timeout=timeout, wrap=wrap, only=only)
     except BaseException:
-        watch.close()
+        if watch is not None:
+            watch.close()
         raise
-    reason = _placed_check(env, baseline, watch, result, label)
+    if watch is None:
+        reason = (f"golem could not record its copy before the {label} ({unrecorded}): "
+                  "what the run did to it is unknown")
+    else:
+        reason = _placed_check(env, baseline, watch, result, label)
     if reason:
         result.problem = f"{result.problem}; {reason}" if result.problem else reason
         if spoiled is not None:

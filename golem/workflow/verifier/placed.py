@@ -210,6 +210,8 @@ def _record(watch: Watch, prune: Callable[[str, str], bool], clock: str | None) 
     for prefix, path in watch.roots.items():
         skip = prune if not prefix else _in_tree
         top = os.lstat(path)
+        if prefix and not stat.S_ISDIR(top.st_mode):
+            continue            # only a real directory is ever linked in
         if prefix:
             watch.state[prefix] = _signature(top)
         watch.moves.add(path, prefix or ".")
