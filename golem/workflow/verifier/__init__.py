@@ -15,7 +15,9 @@ The entry points, in the order a fix uses them:
     grade(...)          protected changes (protect.py) and the scan (scan.py); then, in a
                         scratch made after the agent's processes are gone, the copy
                         (rebuild.py) graded test by test (grade.py), the new tests in a pass
-                        of their own, and -repeat (repeat.py)
+                        of their own, and -repeat (repeat.py); a graded run that changed
+                        what golem put in its copy is not evidence (placed.py), unless the
+                        baseline's own run changed that path too
 
 docs/verification.md and docs/security.md say which mechanism enforces each boundary.
 """
@@ -33,8 +35,7 @@ from golem.core import cancel
 from golem.core.errors import Cancelled, OutOfTime, UsageError
 from golem.tools import sandbox, tree
 from golem.trace import Trace
-from golem.workflow.verifier import protect, repeat, scan
-from golem.workflow.verifier import bytecode
+from golem.workflow.verifier import bytecode, placed, protect, repeat, scan
 from golem.workflow.verifier.bytecode import compile_modules, compile_sources, discover
 from golem.workflow.verifier.grade import (Verdict, advise, judge, judge_new_tests,
                                            mark_flaky)
@@ -94,6 +95,7 @@ class Baseline:
     cwd: str
     master: str = ""        # golem's bytecode cache, as the baseline left it ...
     cache: dict[str, str] = field(default_factory=dict)     # ... entry by entry
+    rewrites: set[str] = field(default_factory=set)     # what the suite's own run changed
 
     def trusted_master(self) -> str | None:
         """The bytecode cache, if it is still exactly as the baseline left it (where
@@ -268,8 +270,27 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
         wrap = _wrap(env, cwd, (run.root,), (helpers, master, *_given(view), *read_only), (),
                      tools)
         timeout = env.timeout()
-        result = run_suite(plan, cwd=cwd, env=env.relocated(cwd), run=run, helpers=helpers,
-                           timeout=timeout, wrap=wrap)
+        # what the suite's own run changes in its tree is its habit, not a graded run's cheat
+        try:
+            watch = placed.start(cwd, placed.pruned(trees),
+                                 None if sealed else {t: os.path.join(cwd, t) for t in trees},
+                                 run.root)
+        except (OSError, tree.TreeError) as exc:
+            # nothing is taken for the suite's habit: every change a graded run makes counts
+            env.trace.emit("note", message=f"golem could not record the tree before the "
+                           f"{label} ({exc}): every change a graded run makes to it counts")
+            watch = None
+        try:
+            result = run_suite(plan, cwd=cwd, env=env.relocated(cwd), run=run, helpers=helpers,
+                               timeout=timeout, wrap=wrap)
+        finally:
+            written = watch.finish(added=True) if watch else []
+        rewrites = {rel for rel, _ in written}
+        changed = sorted(rel for rel, what in written if what != "added")
+        if changed:
+            env.trace.emit("note", message=f"the {label}'s own run changed {len(changed)} "
+                           f"path(s) it did not make ({_names(changed)}): a graded run may "
+                           "change them too", rewrites=changed)
         if result.timed_out and timeout < env.suite_timeout:
             raise UsageError(f"the {label} did not finish within -wall ({timeout:.0f}s left "
                              "for it); give more time or a faster -test")
@@ -292,7 +313,7 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             state = cache_state(master)
         if cache is not None and not sealed and plan.interpreter is not None:
             tree.write_output(master + ".state", json.dumps(state))
-        return Baseline(result, plan, phase, trees, cwd, master, state)
+        return Baseline(result, plan, phase, trees, cwd, master, state, rewrites)
     except OutOfTime:
         phase.close()
         raise UsageError(f"the {label} did not finish within -wall") from None
@@ -334,8 +355,42 @@ class Grading:
     copy: Copy | None = None
 
 
+def _names(paths) -> str:
+    paths = sorted(paths)
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
+def _placed_check(env: Environment, baseline: Baseline, watch: placed.Watch,
+                  result: SuiteResult, label: str) -> str | None:
+    """Why a graded run is not evidence because of what it did to its copy, or None: it
+    changed, removed or replaced something golem put there (and the baseline's own run did
+    not change that path too), or its tests came from a file it wrote itself."""
+    changed = [(rel, what) for rel, what in watch.finish() if rel not in baseline.rewrites]
+    if not watch.watched:
+        env.trace.emit("note", message=f"the {label}: golem cannot watch directories for "
+                       "moves here (no inotify); only the files in its copy were checked")
+    if watch.short:
+        return (f"golem ran out of directory watches for the {label}'s copy (at "
+                f"{watch.short}): a directory moved aside during the run would not be seen")
+    if changed:
+        env.trace.emit("note", message=f"the {label} changed what golem put in its copy",
+                       changed=[f"{rel}: {what}" for rel, what in changed[:50]])
+        rel, what = changed[0]
+        more = f", and {len(changed) - 1} more" if len(changed) > 1 else ""
+        return (f"the {label} changed {rel} ({what}{more}), which golem put in its copy: "
+                "a run that rewrites its own tree is not evidence")
+    known = set(baseline.result.files.values())
+    born = sorted({f for f in result.files.values()
+                   if f and f not in watch.state and f not in known})
+    if born:
+        return (f"tests were collected from {born[0]}, a file the {label} wrote itself: "
+                "golem did not put it in its copy")
+    return None
+
+
 def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, label: str,
-              workspace: str, master: str | None, only: str | None = None) -> SuiteResult:
+              workspace: str, master: str | None, only: str | None = None,
+              spoiled: list[str] | None = None) -> SuiteResult:
     run = phase.run(pycache=master)
     helpers = phase.helpers()
     view = phase.view(master, baseline.tag, copy.root)
@@ -348,8 +403,32 @@ def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, la
     watched = [p for p in (master, view) if p] if wrap is None else []
     before = [cache_state(p) for p in watched]
     timeout = env.timeout()
-    result = run_suite(baseline.plan, cwd=copy.root, env=env.relocated(copy.root, workspace),
-                       run=run, helpers=helpers, timeout=timeout, wrap=wrap, only=only)
+    # unconfined, the linked dependency trees are writable too: they are watched with the copy
+    layout = copy.layout
+    trees = None if wrap is not None or layout is None else {
+        name: os.path.join(layout.workspace, name) for name in copy.linked
+        if name in layout.trees and name != ".git"}
+    try:
+        watch, unrecorded = placed.start(copy.root, placed.pruned(()), trees, run.root), None
+    except (OSError, tree.TreeError) as exc:
+        watch, unrecorded = None, exc
+    try:
+        result = run_suite(baseline.plan, cwd=copy.root,
+                           env=env.relocated(copy.root, workspace), run=run, helpers=helpers,
+                           timeout=timeout, wrap=wrap, only=only)
+    except BaseException:
+        if watch is not None:
+            watch.close()
+        raise
+    if watch is None:
+        reason = (f"golem could not record its copy before the {label} ({unrecorded}): "
+                  "what the run did to it is unknown")
+    else:
+        reason = _placed_check(env, baseline, watch, result, label)
+    if reason:
+        result.problem = f"{result.problem}; {reason}" if result.problem else reason
+        if spoiled is not None:
+            spoiled.append(reason)
     if result.timed_out and timeout < env.suite_timeout:
         reason = f"the {label} ran out of -wall after {timeout:.0f}s (the time kept for it)"
         result.problem = f"{result.problem}; {reason}" if result.problem else reason
@@ -357,6 +436,8 @@ def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, la
         reason = (f"the {label} changed golem's bytecode cache or its view of it: its "
                   "results are not evidence")
         result.problem = f"{result.problem}; {reason}" if result.problem else reason
+        if spoiled is not None:
+            spoiled.append(reason)
         baseline.trusted_master()       # thrown away, for every later run too
     if copy.problems:
         reason = "the verification copy is incomplete: " + "; ".join(copy.problems[:3])
@@ -404,7 +485,9 @@ def grade(env: Environment, baseline: Baseline, workspace: str, changes: Changes
             copy = build(target(), held | set(new_tests))
             env.trace.emit("note", message=copy.describe(), applied=copy.applied,
                            left_out=copy.left_out, compiled=copy.compiled, linked=copy.linked)
-            after = _copy_run(env, baseline, phase, copy, "verification", workspace, master)
+            spoiled: list[str] = []
+            after = _copy_run(env, baseline, phase, copy, "verification", workspace, master,
+                              spoiled=spoiled)
             strays = sorted({after.files[t] for t in after.tests or {}
                              if after.files.get(t) in set(changes.added)})
             if strays:
@@ -418,7 +501,8 @@ def grade(env: Environment, baseline: Baseline, workspace: str, changes: Changes
             grading = Grading(verdict, protected, findings, after, new_tests, copy=copy)
             if new_tests and verdict.name != "REJECTED":
                 second = build(target(), held)
-                result = _copy_run(env, baseline, phase, second, "new tests", workspace, master)
+                result = _copy_run(env, baseline, phase, second, "new tests", workspace,
+                                   master, spoiled=spoiled)
                 grading.new_results, problem = judge_new_tests(result, set(new_tests))
                 if problem and verdict.name == "VERIFIED":
                     verdict.name, verdict.summary = "FAILED", f"FAILED: {problem}"
@@ -429,11 +513,14 @@ def grade(env: Environment, baseline: Baseline, workspace: str, changes: Changes
                 grading.flaky = repeat.flaky_tests(
                     baseline.plan.runner, baseline.result, after, repeats,
                     lambda only: _copy_run(env, baseline, phase, copy, "repeat", workspace,
-                                           master, only),
+                                           master, only, spoiled),
                     note=lambda message: env.trace.emit("note", message=message))
                 if grading.flaky:
                     env.trace.emit("note", message=f"flaky: {', '.join(grading.flaky)}",
                                    flaky=grading.flaky)
+            if spoiled and verdict.name == "VERIFIED":
+                # a later run (new tests, a repeat) rewrote its tree: none of it is evidence
+                verdict.name, verdict.summary = "FAILED", f"FAILED: {spoiled[0]}"
         except OutOfTime:
             verdict = Verdict("FAILED", "FAILED: the verification did not finish within "
                               "-wall (the time kept for it ran out)", protected=protected)
