@@ -71,6 +71,11 @@ def main():
     evidence.look_plain("pytest", args)
     try:
         import pytest
+        try:    # the loader that executes rewritten test modules, named before any runs
+            from _pytest.assertion.rewrite import AssertionRewritingHook
+            evidence.trust(AssertionRewritingHook.exec_module.__code__)
+        except (ImportError, AttributeError):
+            evidence.trust()
         code = int(pytest.main(args, plugins=[plugin]))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
