@@ -714,8 +714,10 @@ def _audit(fd: int, sealer: list) -> None:
                     seal.bytecode(path, args[1], args[2])
                 elif path.startswith("/proc/") and path.endswith("/mem"):
                     report("process memory")
-        elif event == "exec":
-            seal.executed()
+        elif event == "exec":     # code of a file, as a loader executes a module's
+            code = args[0]
+            if code.co_name == "<module>" and code.co_filename[:1] not in ("<", ""):
+                seal.executed()
         elif event == "import":
             seal.pinned()
         elif event in ("os.listdir", "os.scandir"):
