@@ -796,13 +796,17 @@ class _ImportSeal:
     """
 
     __slots__ = ("report", "busy", "cwd", "prefix", "under", "hashed", "loaded", "trusted",
-                 "early", "call", "exec_module", "source_loader")
+                 "early", "call", "exec_module", "source_loader", "sys", "normpath",
+                 "getframe", "ident")
 
     def __init__(self, report, busy, cwd):
         import _imp
         bootstrap = sys.modules.get("_frozen_importlib")
         external = sys.modules.get("_frozen_importlib_external")
         self.report, self.busy, self.cwd = report, busy, cwd
+        # what the hook calls, bound now: nothing the code under test rebinds later
+        self.sys, self.normpath, self.getframe, self.ident = sys, os.path.normpath, \
+            _getframe, _get_ident
         self.prefix = sys.pycache_prefix
         self.under = os.path.normpath(self.prefix) + _sep if self.prefix else None
         self.hashed = (_imp, _imp.check_hash_based_pycs)
@@ -820,7 +824,7 @@ class _ImportSeal:
         self.trusted[code] = True
 
     def pinned(self) -> None:
-        prefix = sys.pycache_prefix
+        prefix = self.sys.pycache_prefix
         if prefix is not self.prefix and prefix != self.prefix:
             self.report("sys.pycache_prefix changed")
         module, value = self.hashed
@@ -837,35 +841,44 @@ class _ImportSeal:
                 return
         elif not _isinstance(flags, int) or flags & _O_ACCMODE != os.O_RDONLY:
             return
-        if not os.path.normpath(path).startswith(under):
+        try:
+            inside = self.normpath(path).startswith(under)
+        except (TypeError, ValueError):
+            inside = False
+        if not inside:
             self.report("bytecode read from outside golem's cache")
 
     def executed(self) -> None:
         """An `exec` event: when a loader executes a module's code, record the module's
         namespace and the file the loader read."""
-        busy, me = self.busy, _get_ident()
+        busy, me = self.busy, self.ident()
         busy.add(me)    # the hook's own frame lookup is no frame reached
         try:
-            frame = _getframe(3)    # exec's caller (after this, the hook's `check`, the hook)
+            frame = self.getframe(3)    # exec's caller (after this, the hook's `check`, the hook)
+        except ValueError:
+            return
         finally:
             busy.discard(me)
-        code = frame.f_code
-        if code is self.call:   # the standard library's loaders
-            frame = frame.f_back
-            if frame is None or frame.f_code is not self.exec_module:
+        try:
+            code = frame.f_code
+            if code is self.call:   # the standard library's loaders
+                frame = frame.f_back
+                if frame is None or frame.f_code is not self.exec_module:
+                    return
+                found = frame.f_locals
+                module, loader = found.get("module"), found.get("self")
+                path = loader.path if _type(loader) is self.source_loader else None
+            elif code in self.trusted:      # pytest's rewriting loader: the file it read
+                found = frame.f_locals
+                module, path = found.get("module"), found.get("fn")
+                path = str(path) if path is not None else None
+            else:
                 return
-            found = frame.f_locals
-            module, loader = found.get("module"), found.get("self")
-            path = loader.path if _type(loader) is self.source_loader else None
-        elif code in self.trusted:      # pytest's rewriting loader: the file it read
-            found = frame.f_locals
-            module, path = found.get("module"), found.get("fn")
-            path = str(path) if path is not None else None
-        else:
-            return
-        if _type(module) is _ModuleType:
-            space = module.__dict__
-            self.loaded[_id(space)] = (space, path if _type(path) is str else None)
+            if _type(module) is _ModuleType:
+                space = module.__dict__
+                self.loaded[_id(space)] = (space, path if _type(path) is str else None)
+        except Exception:
+            return      # never in the way of the code under test: the module goes unrecorded
 
     def imported(self, modules) -> None:
         """Each (label, module, the file it was collected from or None) of `modules`: a test

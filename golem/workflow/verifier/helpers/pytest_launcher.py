@@ -71,11 +71,11 @@ def main():
     evidence.look_plain("pytest", args)
     try:
         import pytest
-        try:    # the loader that executes rewritten test modules, named before any runs
-            from _pytest.assertion.rewrite import AssertionRewritingHook
-            evidence.trust(AssertionRewritingHook.exec_module.__code__)
-        except (ImportError, AttributeError):
-            evidence.trust()
+        # the loader that executes rewritten test modules (imported with pytest), named
+        # before any test module runs
+        rewrite = sys.modules.get("_pytest.assertion.rewrite")
+        hook = getattr(getattr(rewrite, "AssertionRewritingHook", None), "exec_module", None)
+        evidence.trust(getattr(hook, "__code__", None))
         code = int(pytest.main(args, plugins=[plugin]))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
