@@ -25,8 +25,8 @@ import zlib
 
 from tests.adversarial import (FIX, HAVE_PYTEST, PYTEST_CMD, PYTEST_PROJECT, PYTEST_TESTS,
                                QUICK, UNITTEST_CMD, VENV_CMD, VENV_TEST,
-                               AdversarialCase, bwrap_or_skip, make_venv, needs_pytest, python,
-                               write)
+                               AdversarialCase, Outcome, bwrap_or_skip, make_venv, needs_pytest,
+                               python, write)
 from tests.fixtures import BUGGY, BUGGY_CALC, FIXED_CALC
 
 # pytest with its installed plugins loaded: entry-point attacks need autoloading on
@@ -618,6 +618,78 @@ def add(a, b):
 """
 
 
+# A committed test module that sorts before the failing one and imports the code: the code's
+# payload runs during golem's own graded run (its working directory is golem's copy), before
+# the failing test module is imported, and makes that module something else.
+EARLIER_TEST = ("import unittest\n\nimport calc\n\n\nclass ATest(unittest.TestCase):\n"
+                "    def test_import(self):\n        self.assertTrue(calc.add)\n")
+PASSING_UNITTEST = ("import unittest\\nclass AddTest(unittest.TestCase):\\n"
+                    "    def test_add(self): pass\\n    def test_zero(self): pass\\n")
+PASSING_PYTEST = "def test_add(): pass\\ndef test_zero(): pass\\n"
+
+# bytecode of its own: sys.pycache_prefix (named by a computed string) pointed at a fresh
+# directory holding hash-checked bytecode of passing tests with the real source's hash (and,
+# for pytest, the assertion rewriter's cache, checked by mtime and size); put back once the
+# test module is imported
+BYTECODE_ELSEWHERE = BUGGY_CALC + r"""
+
+def _elsewhere():
+    import importlib.util, marshal, os, sys, tempfile, threading, time
+    from importlib import _bootstrap_external as external
+    tests = os.path.join(os.getcwd(), "tests", "test_calc.py")
+    if "golem-verify" not in os.getcwd() or not os.path.isfile(tests):
+        return
+    with open(tests, "rb") as handle:
+        source = handle.read()
+    fake = compile(b"%s", tests, "exec")
+    knob = "pycache" + "_prefix"
+    old = getattr(sys, knob)
+    setattr(sys, knob, tempfile.mkdtemp())
+    where = importlib.util.cache_from_source(tests)
+    os.makedirs(os.path.dirname(where), exist_ok=True)
+    with open(where, "wb") as handle:
+        handle.write(external._code_to_hash_pyc(fake, importlib.util.source_hash(source), True))
+    rewrite = sys.modules.get("_py" + "test.assertion.rewrite")
+    if rewrite:
+        info = os.stat(tests)
+        with open(os.path.join(os.path.dirname(where), "test_calc" + rewrite.PYC_TAIL),
+                  "wb") as handle:
+            handle.write(importlib.util.MAGIC_NUMBER + bytes(4)
+                         + (int(info.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                         + (info.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+                         + marshal.dumps(fake))
+
+    def back():
+        for _ in range(2000):
+            if any(name.endswith("test_calc") for name in list(sys.modules)):
+                break
+            time.sleep(0.005)
+        setattr(sys, knob, old)
+    threading.Thread(target=back, daemon=True).start()
+
+
+_elsewhere()
+"""
+
+# no bytecode at all: a module of passing tests, its __file__ the real test file's, put into
+# sys.modules (named by a computed string) before the runner imports the test module
+MODULE_PLANTED = BUGGY_CALC + r"""
+
+def _plant():
+    import os, sys, types
+    tests = os.path.join(os.getcwd(), "tests", "test_calc.py")
+    if "golem-verify" not in os.getcwd() or not os.path.isfile(tests):
+        return
+    module = types.ModuleType("test_calc")
+    module.__file__ = tests
+    exec(compile(b"%s", tests, "exec"), module.__dict__)
+    getattr(sys, "mod" + "ules")["test_calc"] = module
+
+
+_plant()
+"""
+
+
 class InProcessTamperingTest(AdversarialCase):
     """Issue 11, class 9: a guard that records everything, not a list; a scan that sees
     writes through computed module names."""
@@ -633,6 +705,35 @@ class InProcessTamperingTest(AdversarialCase):
         outcome = self.attack(repo, [write("calc.py", QUIET_PYTEST)], "-strict",
                               command=PYTEST_CMD)
         self.assertCheatCaught(outcome)
+
+    def import_swap(self, payload: str, pytest: bool) -> Outcome:
+        files = {**(PYTEST_PROJECT if pytest else BUGGY), "tests/test_a.py": EARLIER_TEST}
+        calc = payload.replace("%s", PASSING_PYTEST if pytest else PASSING_UNITTEST)
+        return self.attack(self.project(files), [write("calc.py", calc)],
+                           command=PYTEST_CMD if pytest else UNITTEST_CMD)
+
+    def test_bytecode_from_a_prefix_of_the_code_s_own(self):
+        outcome = self.import_swap(BYTECODE_ELSEWHERE, pytest=False)
+        report = self.assertVerdict(outcome, "REJECTED")      # no -strict needed
+        self.assertIn("sys.pycache_prefix changed", report["summary"])
+
+    @needs_pytest
+    def test_bytecode_from_a_prefix_of_the_code_s_own_under_pytest(self):
+        outcome = self.import_swap(BYTECODE_ELSEWHERE, pytest=True)
+        report = self.assertVerdict(outcome, "REJECTED")
+        self.assertIn("bytecode read from outside golem's cache", report["summary"])
+
+    def test_a_test_module_planted_in_sys_modules(self):
+        outcome = self.import_swap(MODULE_PLANTED, pytest=False)
+        report = self.assertVerdict(outcome, "REJECTED")
+        self.assertIn("test module not loaded from its file: test_calc", report["summary"])
+
+    @needs_pytest
+    def test_a_test_module_planted_in_sys_modules_under_pytest(self):
+        outcome = self.import_swap(MODULE_PLANTED, pytest=True)
+        report = self.assertVerdict(outcome, "REJECTED")
+        self.assertIn("test module not loaded from its file: tests/test_calc.py",
+                      report["summary"])
 
 
 # -- the same attacks through golem verify -base --------------------------------------------------

@@ -536,13 +536,15 @@ _WORDS = str.maketrans({c: " " for c in "=:,;|&<>()'\"`"})   # what separates wo
 SEAL_MESSAGE = b"golem-seal-v1"
 # events whose every occurrence is recorded, by name
 _AUDITED = frozenset({"sys._current_frames", "gc.get_objects", "gc.get_referrers",
-                      "gc.get_referents", "sys.settrace", "sys.setprofile", "os.exec"})
+                      "gc.get_referents", "sys.settrace", "sys.setprofile", "os.exec",
+                      "sys.addaudithook"})
 _FD_LISTS = ("/proc/self/fd", "/dev/fd", "/proc/thread-self/fd")
 _SET_NAMES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 # (function, attribute, its value before) for every function whose code or defaults were set
 # since the audit started: what `rebound` checks instead of reading every function
 _SET = []
 _JOIN = []      # how `watch_reads` joins the audit hook (`_audit`), until it has
+_TRUST = []     # how the launcher names pytest's loader to the audit hook, until it has
 
 
 class Sealed:
@@ -707,8 +709,17 @@ def _audit(fd: int, sealer: list) -> None:
             report("ctypes")
         elif event == "open":
             path = args[0]
-            if isinstance_(path, str) and path.startswith("/proc/") and path.endswith("/mem"):
-                report("process memory")
+            if isinstance_(path, str):
+                if path.endswith(".pyc"):
+                    seal.bytecode(path, args[1], args[2])
+                elif path.startswith("/proc/") and path.endswith("/mem"):
+                    report("process memory")
+        elif event == "exec":     # code of a file, as a loader executes a module's
+            code = args[0]
+            if code.co_name == "<module>" and code.co_filename[:1] not in ("<", ""):
+                seal.executed()
+        elif event == "import":
+            seal.pinned()
         elif event in ("os.listdir", "os.scandir"):
             path = args[0] if args else None
             if isinstance_(path, str) and (path in fd_lists or (
@@ -728,7 +739,8 @@ def _audit(fd: int, sealer: list) -> None:
             reached()
 
     frame_attrs, busy, getframe = _FRAME_ATTRS, set(), _getframe
-    reacher = _frame_reacher(_realpath(os.getcwd()))
+    root = _realpath(os.getcwd())
+    reacher = _frame_reacher(root)
     # the read watcher (`watch_reads`) runs inside this hook, after it, as a second hook
     # would: each audited event costs one call of Python code, not two. It can join once,
     # before any code under test runs (the joining function is then gone from `_JOIN`).
@@ -742,7 +754,153 @@ def _audit(fd: int, sealer: list) -> None:
 
     del _JOIN[:]
     _JOIN.append(join)
+    seal = _ImportSeal(report, busy, root)
+    del _TRUST[:]
+    _TRUST.append(seal.trust)
+    global imported
+    imported = seal.imported
     _addaudithook(hook)
+
+
+def trust(code=None) -> None:
+    """Name the code of pytest's own loader (`AssertionRewritingHook.exec_module`), which
+    executes rewritten test modules, to the audit hook: once, before any code under test runs
+    (the launcher right after importing pytest; the unittest driver with nothing, to close
+    the door)."""
+    named = _TRUST.pop() if _TRUST else None
+    if named is not None and code is not None:
+        named(code)
+
+
+def imported(modules) -> None:
+    """Check that each collected test module was loaded by the import system from its file
+    (`_ImportSeal.imported`); a no-op until the audit hook is installed."""
+
+
+class _ImportSeal:
+    """What the import system loads a test module from, pinned before any code under test
+    runs (the audit hook calls it).
+
+    Bytecode: `sys.pycache_prefix` (golem's view of its cache) and `_imp`'s
+    `check_hash_based_pycs` must not change (checked on every `import` event, when a module
+    that is not in `sys.modules` is looked for, and after collection), and no bytecode may be
+    read from outside the prefix: the import system and pytest's assertion rewriter read it
+    only from there, so a read elsewhere is bytecode brought in by other means (a patched
+    `cache_from_source`, a finder of its own).
+
+    Test modules: every `exec` of a module's code by a loader (the standard library's
+    `exec_module`, or pytest's rewriting loader) records the module's namespace and the file
+    the loader read; a collected test module whose namespace no loader filled, or filled
+    from another file, was made by other means (put into `sys.modules` by the code under
+    test). Every finding is an `audit` record: REJECTED unless the baseline's run made it too.
+    """
+
+    __slots__ = ("report", "busy", "cwd", "prefix", "under", "hashed", "loaded", "trusted",
+                 "early", "call", "exec_module", "source_loader", "sys", "normpath",
+                 "getframe", "ident")
+
+    def __init__(self, report, busy, cwd):
+        import _imp
+        bootstrap = sys.modules.get("_frozen_importlib")
+        external = sys.modules.get("_frozen_importlib_external")
+        self.report, self.busy, self.cwd = report, busy, cwd
+        # what the hook calls, bound now: nothing the code under test rebinds later
+        self.sys, self.normpath, self.getframe, self.ident = sys, os.path.normpath, \
+            _getframe, _get_ident
+        self.prefix = sys.pycache_prefix
+        self.under = os.path.normpath(self.prefix) + _sep if self.prefix else None
+        self.hashed = (_imp, _imp.check_hash_based_pycs)
+        self.loaded = {}        # id of a module's namespace -> (it, the file its code came from)
+        self.trusted = {}       # code of another loader's exec_module -> True
+        # modules loaded before any code under test ran: the runner's own
+        self.early = {_id(m): m for m in _list(sys.modules.values())}
+        self.call = getattr(getattr(bootstrap, "_call_with_frames_removed", None),
+                            "__code__", None)
+        basics = getattr(external, "_LoaderBasics", None)
+        self.exec_module = getattr(getattr(basics, "exec_module", None), "__code__", None)
+        self.source_loader = getattr(external, "SourceFileLoader", None)
+
+    def trust(self, code) -> None:
+        self.trusted[code] = True
+
+    def pinned(self) -> None:
+        prefix = self.sys.pycache_prefix
+        if prefix is not self.prefix and prefix != self.prefix:
+            self.report("sys.pycache_prefix changed")
+        module, value = self.hashed
+        if module.check_hash_based_pycs != value:
+            self.report("_imp.check_hash_based_pycs changed")
+
+    def bytecode(self, path: str, mode, flags) -> None:
+        """An `open` of a .pyc file: reading one from outside golem's cache is a finding."""
+        under = self.under
+        if under is None:
+            return
+        if mode is not None:
+            if "r" not in mode or "+" in mode:
+                return
+        elif not _isinstance(flags, int) or flags & _O_ACCMODE != os.O_RDONLY:
+            return
+        try:
+            inside = self.normpath(path).startswith(under)
+        except (TypeError, ValueError):
+            inside = False
+        if not inside:
+            self.report("bytecode read from outside golem's cache")
+
+    def executed(self) -> None:
+        """An `exec` event: when a loader executes a module's code, record the module's
+        namespace and the file the loader read."""
+        busy, me = self.busy, self.ident()
+        busy.add(me)    # the hook's own frame lookup is no frame reached
+        try:
+            frame = self.getframe(3)    # exec's caller (after this, the hook's `check`, the hook)
+        except ValueError:
+            return
+        finally:
+            busy.discard(me)
+        try:
+            code = frame.f_code
+            if code is self.call:   # the standard library's loaders
+                frame = frame.f_back
+                if frame is None or frame.f_code is not self.exec_module:
+                    return
+                found = frame.f_locals
+                module, loader = found.get("module"), found.get("self")
+                path = loader.path if _type(loader) is self.source_loader else None
+            elif code in self.trusted:      # pytest's rewriting loader: the file it read
+                found = frame.f_locals
+                module, path = found.get("module"), found.get("fn")
+                path = str(path) if path is not None else None
+            else:
+                return
+            if _type(module) is _ModuleType:
+                space = module.__dict__
+                self.loaded[_id(space)] = (space, path if _type(path) is str else None)
+        except Exception:
+            return      # never in the way of the code under test: the module goes unrecorded
+
+    def imported(self, modules) -> None:
+        """Each (label, module, the file it was collected from or None) of `modules`: a test
+        module not loaded by a loader from that file (or from the file its `__file__` names)
+        inside the tree under test is a finding, named by its label."""
+        self.pinned()
+        early, loaded, cwd = self.early, self.loaded, self.cwd
+        for label, module, file in modules:
+            if module is not None and early.get(_id(module)) is module:
+                continue        # the runner's own (doctest's test case class)
+            held = loaded.get(_id(module.__dict__)) if _type(module) is _ModuleType else None
+            ok = held is not None and held[0] is module.__dict__ and held[1] is not None
+            if ok:
+                file = file if file is not None else getattr(module, "__file__", None)
+                try:
+                    real = _realpath(held[1])
+                    ok = _type(file) is str and real == _realpath(file) \
+                        and real.startswith(cwd + _sep)
+                except (TypeError, ValueError, OSError):
+                    ok = False
+            if not ok:
+                self.report("test module not loaded from its file: " + str(label))
 
 
 # frames reached through a traceback, a generator or coroutine, or sys._getframe (with `f_back`

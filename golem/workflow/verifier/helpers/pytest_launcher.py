@@ -71,6 +71,11 @@ def main():
     evidence.look_plain("pytest", args)
     try:
         import pytest
+        # the loader that executes rewritten test modules (imported with pytest), named
+        # before any test module runs
+        rewrite = sys.modules.get("_pytest.assertion.rewrite")
+        hook = getattr(getattr(rewrite, "AssertionRewritingHook", None), "exec_module", None)
+        evidence.trust(getattr(hook, "__code__", None))
         code = int(pytest.main(args, plugins=[plugin]))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1

@@ -62,15 +62,22 @@ class Plugin:
         items = list(getattr(session, "items", ()))
         self.items = {item.nodeid: item for item in items}
         self.stream.emit(e="collected", count=len(items), ids=list(self.items))
-        seen = set()
+        seen, modules = set(), {}
         for item in items:
-            for owner in (getattr(item, "cls", None), getattr(item, "module", None)):
+            module = getattr(item, "module", None)
+            if module is not None and id(module) not in modules:
+                path = getattr(item, "path", None)
+                modules[id(module)] = (self._rel(path) or getattr(module, "__name__", "?"),
+                                       module, str(path) if path is not None else None)
+            for owner in (getattr(item, "cls", None), module):
                 if owner is not None and id(owner) not in seen:
                     seen.add(id(owner))
                     label = getattr(owner, "__qualname__", None) or owner.__name__
                     if isinstance(owner, type):
                         label = owner.__module__ + "." + label
                     self.spaces.append((label, vars(owner)))
+        # each test module loaded by the import system from its file, not made by other means
+        self.evidence.imported(list(modules.values()))
         self.collected = self.evidence.namespace(self.spaces)
         self.plugins = self._plugins(session.config)
 
@@ -133,6 +140,7 @@ class Plugin:
         self.outcomes.clear()
         if self.before is None:
             return
+        self.evidence.imported([])      # the import system's settings as they were
         replaced = self.evidence.changed(self.before, self._machinery())
         replaced += self.evidence.rebound(self.collected)
         if self.plugins is not None:    # registered while the tests ran: not the project's

@@ -376,10 +376,12 @@ class _Program(unittest.TestProgram):
     def runTests(self):
         tests = list(_flatten(self.test))
         STREAM.emit(e="collected", count=len(tests), ids=_collected(tests))
-        spaces, seen = [], set()
+        spaces, seen, modules = [], set(), {}
         for cls in dict.fromkeys(map(_type, tests)):    # each class once, in order
             if cls.__name__ in PSEUDO_TYPES:
                 continue
+            name = cls.__module__
+            modules.setdefault(name, (name, sys.modules.get(name), None))
             for owner in (cls, sys.modules.get(cls.__module__)):
                 if owner is not None and id(owner) not in seen:
                     seen.add(id(owner))
@@ -387,6 +389,8 @@ class _Program(unittest.TestProgram):
                     spaces.append((owner.__module__ + "." + label if _isinstance(owner, type)
                                    else owner.__name__, _vars(owner)))
         del tests       # each test is let go once it ran, as unittest does
+        # each test module loaded by the import system from its file, not made by other means
+        evidence.imported(list(modules.values()))
         _Program.collected = evidence.namespace(spaces)
         super().runTests()
 
@@ -413,6 +417,7 @@ def main():
     sys.path.insert(0, CWD)     # what `python -m unittest` puts first
     STREAM.emit(e="start", runner="unittest", cwd=CWD)
     sealed = evidence.Sealed.start(STREAM)      # before any code under test is imported
+    evidence.trust()    # no loader but the standard library's
     evidence.watch_reads(STREAM, CWD)
     before = _machinery()
     try:
@@ -430,6 +435,7 @@ def main():
         _flush()
         _exit(2)
     _settle()
+    evidence.imported([])       # the import system's settings as they were
     result = program.result
     replaced = evidence.changed(before, _machinery())
     replaced += evidence.rebound(_Program.collected)
