@@ -142,6 +142,7 @@ class MeasurementsTest(unittest.TestCase):
         for figure, count in zip(figures, (1, 2)):
             self.check(figure)
             self.assertIn(f"`fix -attempts {count}`", figure.name)
+            self.assertNotIn("reflinks", figure.name)
             self.assertIn("MiB", figure.measured)
             self.assertNotEqual(figure.measured.split()[0], "0.0")   # the copies were seen
         self.assertIn("no private copy", figures[0].measured)

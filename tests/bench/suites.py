@@ -493,7 +493,7 @@ def attempts_disk_reflink(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8
                        f"{files:,}-file repository, with reflinks", "not measured",
                        "under 1.2x the tree per attempt", None, f"not measured: {why}")
                 for count in counts]
-    return attempts_disk(files, counts, base=where)
+    return attempts_disk(files, counts, on=where)
 
 
 def _reflinks(where: str) -> bool:
@@ -511,13 +511,13 @@ def _reflinks(where: str) -> bool:
 
 
 def attempts_disk(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8),
-                  base: str | None = None) -> list[Figure]:
+                  on: str | None = None) -> list[Figure]:
     """Peak disk golem writes (its scratch under TMPDIR, its state directory) for
-    `fix -attempts N` on a generated `files`-file git checkout, N in `counts`; with `base`
+    `fix -attempts N` on a generated `files`-file git checkout, N in `counts`; with `on`
     (a directory on a file system with reflinks), everything is made there and the figure is
     the file system's own count of blocks in use."""
     figures = []
-    with tempfile.TemporaryDirectory(dir=base) as tmp:
+    with tempfile.TemporaryDirectory(dir=on) as tmp:
         original = os.path.join(tmp, "original")
         os.makedirs(original)
         defect = _disk_repo(original, files)
@@ -543,7 +543,7 @@ def attempts_disk(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8),
                     *(["-models", ",".join(models)] if count > 1 else ["-model", models[0]])]
             load = _load()
             with ScriptServer([], by_model={m: script() for m in models}) as server, \
-                    DiskSampler({"scratch": scratch, "state": state}, fs=base) as sampler:
+                    DiskSampler({"scratch": scratch, "state": state}, fs=on) as sampler:
                 start = time.perf_counter()
                 done = subprocess.run([*argv, "-base-url", server.url], cwd=ROOT, env=env,
                                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -558,7 +558,7 @@ def attempts_disk(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8),
             copies += (f", verification copies {statistics.median(verify):.2f} s"
                        if verify else "")
             peak = sampler.peak
-            if base:
+            if on:
                 figures.append(Figure(
                     f"attempts: file system blocks in use, `fix -attempts {count}`, "
                     f"{files:,}-file repository, with reflinks",
@@ -566,7 +566,7 @@ def attempts_disk(files: int = 5_000, counts: tuple[int, ...] = (1, 3, 8),
                     f"{peak['fs'] / tree / count:.2f}x an attempt); {copies}; {took:.1f} s",
                     "under 1.2x the tree per attempt", peak["fs"] <= 1.2 * count * tree,
                     f"the peak rise in blocks in use (statvfs) of a file system with reflinks "
-                    f"({base}), where the checkout, TMPDIR and GOLEM_STATE_DIR all are, "
+                    f"({on}), where the checkout, TMPDIR and GOLEM_STATE_DIR all are, "
                     f"sampled {sampler.interval * 1000:.0f} ms after each walk; a walk "
                     f"counts {_mib(peak['all'])} at the peak, each reflinked file whole; "
                     f"the tree is the checkout without `.git` ({files:,} files); {jobs} "
