@@ -53,6 +53,12 @@ class WarmTest(unittest.TestCase):
             if SANDBOXED:
                 with self.assertRaises(OSError):
                     open(cached, "r+b").close()
+
+    def test_what_the_suite_loaded_is_warm_after_the_baseline(self):
+        # a module of the standard library that neither the runner nor golem loads: found
+        # by the baseline's run, and placed for the runs after it
+        import colorsys
+        self.assertTrue(os.path.isfile(importlib.util.cache_from_source(colorsys.__file__)))
 """
 
 
@@ -195,16 +201,17 @@ class GradedRunTest(GolemCase):
                 self.assertEqual(report.get("verdict"), "VERIFIED", out + err)
                 events = read_trace(self.trace)
                 baseline = next(e for e in events if e["event"] == "baseline")
-                self.assertEqual(baseline["counts"]["failed"], 2, baseline)
+                # add, mul, and the module only the baseline's run could name
+                self.assertEqual(baseline["counts"]["failed"], 3, baseline)
                 run = [e for e in events if e["event"] == "tool_result"
                        and e.get("name") == "run_tests"]
                 # the agent's edit ran, not the bytecode placed for the file it replaced
                 self.assertTrue(run and "test_golem_compiled_the_tree" not in
                                 str(run[0].get("content", "")), run)
-                self.assertIn("Ran 4 tests", run[0]["content"])
+                self.assertIn("Ran 5 tests", run[0]["content"])
                 self.assertNotIn("FAILED", run[0]["content"])
                 after = next(e for e in events if e["event"] == "verification")
-                self.assertEqual(after["counts"], {"passed": 4}, after)
+                self.assertEqual(after["counts"], {"passed": 5}, after)
 
     def test_bytecode_the_agent_planted_is_never_graded(self):
         """The model's code, run by its own `run_tests`, writes bytecode that passes every

@@ -311,6 +311,14 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             tree.remove_tree(master)
             os.makedirs(master, mode=0o700)
             state = cache_state(master)
+        elif warmed is not None and tag is not None and result.modules:
+            # what else the suite loaded (its dependencies: a list of paths to consider,
+            # never bytecode), placed for the runs that follow, as the runner's modules were
+            within = [*tools, *(os.path.join(cwd, t) for t in trees)]
+            writer = _wrap(env, cwd, (run.root, master), (helpers, *read_only), (), tools)
+            if compile_modules(plan.interpreter.executable, tag, master, result.modules,
+                               within, cwd, run.root, run.env(env.env), writer):
+                state = cache_state(master)
         if cache is not None and not sealed and plan.interpreter is not None:
             tree.write_output(master + ".state", json.dumps(state))
         return Baseline(result, plan, phase, trees, cwd, master, state, rewrites)

@@ -4,7 +4,8 @@ Python looks for a module's bytecode under the `pycache_prefix` each run is give
 PREFIX/<the source's directory>/<name>.<tag>.pyc. golem's cache holds two kinds. The
 runner's modules (the standard library's and those of unittest or pytest, which every run
 finds at the same paths) are placed at those paths (`compile_modules`, given the list
-`discover` asks the test interpreter for): a link to the bytecode installed beside the source
+`discover` asks the test interpreter for, and after the baseline the list of every module
+its run loaded, from golem's driver or plugin: the suite's dependencies): a link to the bytecode installed beside the source
 where there is one, else compiled. The workspace's sources are somewhere else in
 every run (each graded run has a copy of its own), so golem keeps their bytecode by
 content: `@code/<tag>/<sha256 of the source>.pyc` (`compile_sources`). What golem compiles
@@ -193,11 +194,11 @@ def compile_modules(interpreter: str, tag: str, master: str, files: list[str],
     Python looks for them under its `pycache_prefix`, hash-checked. Only Python sources that
     lie in the directories `within` (the interpreter's own trees and the workspace's
     dependency trees, which every run sees anyway) are read; the workspace's own sources
-    (below `root`, as `sources` finds them) are left to `compile_sources`. Returns how many
-    were compiled."""
+    (below `root`, as `sources` finds them) are left to `compile_sources`, and those the cache
+    already holds are left as they are. Returns how many were placed (linked or compiled)."""
     tops = [os.path.realpath(w) for w in within]
     skip = {os.path.realpath(root), os.path.abspath(root)}
-    items, seen = [], set()
+    items, seen, linked = [], set(), 0
     for name in files:
         path = os.path.abspath(name)
         real = os.path.realpath(path)
@@ -208,7 +209,10 @@ def compile_modules(interpreter: str, tag: str, master: str, files: list[str],
         seen.add(path)
         directory, base = os.path.split(path)
         where = os.path.join(directory.lstrip(os.sep), f"{base[:-3]}.{tag}.pyc")
+        if os.path.lexists(os.path.join(master, where)):
+            continue
         if _link_beside(master, where, real, tag, tops):
+            linked += 1
             continue
         try:
             with open(real, "rb", opener=_regular) as handle:
@@ -219,7 +223,7 @@ def compile_modules(interpreter: str, tag: str, master: str, files: list[str],
             continue
         items.append((where, path, data, False))
     _compile(interpreter, master, items, scratch, env, wrap, timeout)
-    return len(items)
+    return linked + len(items)
 
 
 def _link_beside(master: str, where: str, source: str, tag: str, tops: list[str]) -> bool:

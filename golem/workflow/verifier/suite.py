@@ -50,6 +50,7 @@ EVIDENCE = {"unittest": "unittest-json", "pytest": "pytest-json", "go": "go-json
             "node": "node-json", "jest": "jest-json"}
 GO_CAP = 32_000_000         # the go event stream is the evidence: keep far more of it
 RECORDS_CAP = 64_000_000    # bytes of records golem reads from one run
+MODULES_CAP = 20_000        # module files a run may name for golem to compile
 PYTEST_PINS = ("-c", "--config-file", "--rootdir", "--confcutdir")
 
 
@@ -85,6 +86,7 @@ class SuiteResult:
     notes: list[str] = field(default_factory=list)     # what golem's runner helpers said
     audit: set[str] = field(default_factory=set)       # what the test process reached for
     plugins: set[str] = field(default_factory=set)     # workspace files pytest loaded as plugins
+    modules: list[str] = field(default_factory=list)   # the source files of the modules loaded
 
     @property
     def failing(self) -> list[str]:
@@ -569,6 +571,10 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = 
             path, by = record.get("path"), record.get("by")
             if isinstance(path, str) and isinstance(by, str):
                 result.reads.setdefault(path, set()).add(by)
+        elif kind == "modules":
+            files = record.get("files")
+            if isinstance(files, list):
+                result.modules = [f for f in files[:MODULES_CAP] if isinstance(f, str)]
         elif kind == "plugins":
             result.plugins.update(f for f in record.get("files") or [] if isinstance(f, str))
         elif kind == "note":

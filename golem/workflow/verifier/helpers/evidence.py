@@ -762,6 +762,26 @@ def _audit(fd: int, sealer: list) -> None:
     _addaudithook(hook)
 
 
+_MODULES, _values, _get = sys.modules, dict.values, dict.get
+
+
+def loaded(limit: int = 20_000) -> list:
+    """The source files of the modules in `sys.modules` (as the interpreter started it), for
+    golem to compile the next runs' bytecode from: a list of paths to consider, nothing more.
+    Runs no code but the standard library's: only exact modules' own namespaces are read."""
+    files = []
+    if _type(_MODULES) is not dict:
+        return files
+    for module in _list(_values(_MODULES)):
+        if _type(module) is _ModuleType:
+            path = _get(_vars(module), "__file__")
+            if _type(path) is str and path.endswith(".py"):
+                files.append(path)
+                if _len(files) >= limit:
+                    break
+    return files
+
+
 def trust(code=None) -> None:
     """Name the code of pytest's own loader (`AssertionRewritingHook.exec_module`), which
     executes rewritten test modules, to the audit hook: once, before any code under test runs

@@ -83,6 +83,7 @@ def main():
         import traceback
         traceback.print_exc()
         code = 3
+    plugin.stream.emit(e="modules", files=evidence.loaded())
     plugin.stream.emit(e="end", ok=code == 0, exit=code)
     sealed.end()    # straight from here: the seal says this function reached its end
     for stream in (sys.stdout, sys.stderr):

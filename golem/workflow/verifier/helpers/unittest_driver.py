@@ -442,6 +442,7 @@ def main():
     if replaced:
         STREAM.emit(e="guard", replaced=replaced)
     ok = result.wasSuccessful() and result.testsRun > 0 and not replaced
+    STREAM.emit(e="modules", files=evidence.loaded())
     STREAM.emit(e="end", ok=ok, tests_run=result.testsRun, exit=0 if ok else 1)
     sealed.end()    # straight from here: the seal says this function reached its end
     _flush()
