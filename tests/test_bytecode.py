@@ -156,10 +156,10 @@ class ViewTest(unittest.TestCase):
             handle.write("# -*- coding: latin-1 -*-\nVALUE = '\xe9'\n".encode("latin-1"))
         master = os.path.join(self.tmp, "master")
         os.makedirs(master)
-        new = bytecode.compile_sources(sys.executable, TAG, master, root, self.tmp,
+        new = bytecode.compile_sources(sys.executable, TAG, master, [root], self.tmp,
                                        {"PATH": os.environ.get("PATH", "")})
         self.assertEqual(new, 1)
-        self.assertEqual(bytecode.compile_sources(sys.executable, TAG, master, root, self.tmp,
+        self.assertEqual(bytecode.compile_sources(sys.executable, TAG, master, [root], self.tmp,
                                                   {"PATH": os.environ.get("PATH", "")}), 0)
         found, _ = bytecode.sources(root)
         path = os.path.join(bytecode.code_dir(master, TAG), found["mod.py"] + ".pyc")

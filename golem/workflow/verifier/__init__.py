@@ -35,7 +35,7 @@ from golem.core import cancel
 from golem.core.errors import Cancelled, OutOfTime, UsageError
 from golem.tools import sandbox, tree
 from golem.trace import Trace
-from golem.workflow.verifier import bytecode, placed, protect, repeat, scan
+from golem.workflow.verifier import bytecode, carried, placed, protect, repeat, scan
 from golem.workflow.verifier.bytecode import compile_modules, compile_sources, discover
 from golem.workflow.verifier.grade import (Verdict, advise, judge, judge_new_tests,
                                            mark_flaky)
@@ -96,6 +96,7 @@ class Baseline:
     master: str = ""        # golem's bytecode cache, as the baseline left it ...
     cache: dict[str, str] = field(default_factory=dict)     # ... entry by entry
     rewrites: set[str] = field(default_factory=set)     # what the suite's own run changed
+    carried: dict[str, bytes] = field(default_factory=dict)    # test tools' state (carried.py)
 
     def trusted_master(self) -> str | None:
         """The bytecode cache, if it is still exactly as the baseline left it (where
@@ -259,9 +260,8 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
                 within = [*tools, *(os.path.join(cwd, t) for t in trees)]
                 compile_modules(plan.interpreter.executable, tag, master, modules, within,
                                 cwd, run.root, run.env(env.env), writer)
-                for tree_ in (cwd, helpers):
-                    compile_sources(plan.interpreter.executable, tag, master, tree_, run.root,
-                                    run.env(env.env), writer)
+                compile_sources(plan.interpreter.executable, tag, master, [cwd, helpers],
+                                run.root, run.env(env.env), writer)
             warmed = cache_state(master)
         view = phase.view(master if plan.interpreter else None, tag, cwd)
         if view is not None:
@@ -321,7 +321,15 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
                 state = cache_state(master)
         if cache is not None and not sealed and plan.interpreter is not None:
             tree.write_output(master + ".state", json.dumps(state))
-        return Baseline(result, plan, phase, trees, cwd, master, state, rewrites)
+        kept, why_not = carried.take(cwd)
+        if kept:
+            env.trace.emit("note", message=f"the graded runs start with the test tools' "
+                           f"state as the {label} left it ({len(kept)} file(s) of "
+                           f"{', '.join(carried.KEPT)})")
+        elif why_not:
+            env.trace.emit("note", message=f"the graded runs start without the test tools' "
+                           f"state: {why_not}")
+        return Baseline(result, plan, phase, trees, cwd, master, state, rewrites, kept)
     except OutOfTime:
         phase.close()
         raise UsageError(f"the {label} did not finish within -wall") from None
@@ -416,6 +424,11 @@ def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, la
     trees = None if wrap is not None or layout is None else {
         name: os.path.join(layout.workspace, name) for name in copy.linked
         if name in layout.trees and name != ".git"}
+    if baseline.carried:
+        why_not = carried.place(copy.root, baseline.carried)
+        if why_not:
+            env.trace.emit("note", message=f"the {label} starts without the test tools' "
+                           f"state: {why_not}")
     try:
         watch, unrecorded = placed.start(copy.root, placed.pruned(()), trees, run.root), None
     except (OSError, tree.TreeError) as exc:

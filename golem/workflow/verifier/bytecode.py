@@ -28,13 +28,16 @@ checked unchanged (sizes, times, change times) before it is trusted again
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import marshal
 import os
 import stat
 import tempfile
+import threading
 
+from golem.core import cancel
 from golem.tools import process, tree
 from golem.workflow.verifier.snapshot import CACHE_DIRS, DEPENDENCY_NAMES, VCS_NAMES
 
@@ -42,6 +45,8 @@ CODE = "@code"                  # the content-keyed part of golem's cache
 MAX_SOURCES = 50_000            # a tree with more sources is left to Python
 MAX_SOURCE = 8 * 1024 * 1024    # as is a larger source
 BATCH = 64 * 1024 * 1024        # bytes of source handed to one compiling process
+MAX_WORKERS = 8                 # compiling processes at once, at most one per CPU ...
+MIN_SHARE = 256 * 1024          # ... each with at least this much source to compile
 
 # Runs in the test interpreter: argv[1] is golem's batch (where, name, source bytes, strict),
 # argv[2] the directory it writes each `where` below. A source that does not compile is left
@@ -128,19 +133,22 @@ def code_dir(master: str, tag: str) -> str:
     return os.path.join(master, CODE, tag)
 
 
-def compile_sources(interpreter: str, tag: str, master: str, root: str, scratch: str,
+def compile_sources(interpreter: str, tag: str, master: str, roots: list[str], scratch: str,
                     env: dict[str, str], wrap=None, timeout: float = 300) -> int:
-    """Compile every source below `root` that golem's cache lacks into it, in processes of
-    the test interpreter `interpreter` (cache tag `tag`) isolated from everything but the
-    standard library. Returns how many sources were new. A failure costs time, never
-    correctness: what is missing Python compiles itself."""
+    """Compile every source below the trees `roots` that golem's cache lacks into it, in
+    processes of the test interpreter `interpreter` (cache tag `tag`) isolated from
+    everything but the standard library. Returns how many sources were new. A failure costs
+    time, never correctness: what is missing Python compiles itself."""
     out = code_dir(master, tag)
     try:
         os.makedirs(out, mode=0o700, exist_ok=True)
         have = set(os.listdir(out))
     except OSError:
         return 0
-    _, wanted = sources(root, lambda key: key + ".pyc" not in have)
+    wanted: dict[str, tuple] = {}
+    for root in roots:
+        wanted.update(sources(root, lambda key: key + ".pyc" not in have
+                              and key not in wanted)[1])
     _compile(interpreter, out, [(key + ".pyc", path, data, True)
                                 for key, (path, data) in wanted.items()],
              scratch, env, wrap, timeout)
@@ -266,7 +274,37 @@ def _covered(root: str, path: str) -> bool:
 def _compile(interpreter: str, out: str, items: list[tuple], scratch: str,
              env: dict[str, str], wrap, timeout: float) -> None:
     """Hand `items` (where below `out`, name, source, strict) to compiling processes of the
-    test interpreter, isolated with `-I -S`: nothing but its standard library runs there."""
+    test interpreter, isolated with `-I -S`: nothing but its standard library runs there.
+    The work is shared, by size, among as many processes at once as there are CPUs (each
+    handed at most BATCH bytes of source at a time)."""
+    total = sum(len(item[2]) for item in items)
+    workers = max(1, min(os.cpu_count() or 1, MAX_WORKERS, total // MIN_SHARE))
+    shares: list[list[tuple]] = [[] for _ in range(workers)]
+    sizes = [0] * workers
+    for item in sorted(items, key=lambda item: -len(item[2])):
+        least = sizes.index(min(sizes))
+        shares[least].append(item)
+        sizes[least] += len(item[2])
+    if workers == 1:
+        _compile_share(interpreter, out, items, scratch, env, wrap, timeout, "0")
+        return
+    stopper = cancel.current()      # the attempt's, if any: it stops the compiling too
+
+    def share_of(number: int) -> None:
+        with cancel.scope(stopper) if stopper else contextlib.nullcontext():
+            _compile_share(interpreter, out, shares[number], scratch, env, wrap, timeout,
+                           str(number))
+
+    threads = [threading.Thread(target=share_of, args=(number,), daemon=True)
+               for number in range(workers) if shares[number]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _compile_share(interpreter: str, out: str, items: list[tuple], scratch: str,
+                   env: dict[str, str], wrap, timeout: float, name: str) -> None:
     batches, batch, size = [], [], 0
     for item in items:
         batch.append(item)
@@ -278,7 +316,7 @@ def _compile(interpreter: str, out: str, items: list[tuple], scratch: str,
         batches.append(batch)
     for number, batch in enumerate(batches):
         try:
-            fd, path = tempfile.mkstemp(prefix=f"compile{number}-", suffix=".marshal",
+            fd, path = tempfile.mkstemp(prefix=f"compile{name}-{number}-", suffix=".marshal",
                                         dir=scratch)
             with os.fdopen(fd, "wb") as handle:
                 marshal.dump(batch, handle)
