@@ -765,9 +765,15 @@ class ProtectTest(unittest.TestCase):
                                b'    def test_b(self):\n        open(f"{ROOT}/fixtures/b.json")\n',
             "tests/test_c.py": b'SPACED = "my data.csv"\n',
             "tests/test_d.py": b'import calc\nNOTHING = "names no file"\n',
+            # literals over more than one line: implicit concatenation, a backslash inside
+            "tests/test_e.py": b'P = ("data/"\n     "joined.txt")\n',
+            "tests/test_g.py": b'Q = "more/\\\nslash.txt\\\n"\n',
+            # a name in a comment alone
+            "tests/test_f.py": b'# notes/commented.txt is made by hand\n',
         }
         data = {"tests/data/expected.txt", "fixtures/b.json", "tests/my data.csv",
-                "other/expected.txt", "notes/unnamed.txt"}
+                "other/expected.txt", "notes/unnamed.txt", "tests/data/joined.txt",
+                "more/slash.txt", "notes/commented.txt"}
         many = {f"pad/unnamed{i}.txt" for i in range(70)}     # names looked for as words
         for extra in (set(), {"odd name+1.txt"}, many, many | {"odd name+1.txt"}):
             with self.subTest(extra=extra):
@@ -776,7 +782,9 @@ class ProtectTest(unittest.TestCase):
                 facts.named_by_tests(sources.get)
                 self.assertEqual(facts.named_data, {"tests/data/expected.txt": "tests/test_a.py",
                                                     "fixtures/b.json": "tests/test_b.py",
-                                                    "tests/my data.csv": "tests/test_c.py"})
+                                                    "tests/my data.csv": "tests/test_c.py",
+                                                    "tests/data/joined.txt": "tests/test_e.py",
+                                                    "more/slash.txt": "tests/test_g.py"})
 
     def test_protected_kinds(self):
         make = Facts(test_argv=["make", "test"])
