@@ -82,6 +82,22 @@ class CarriedStateTest(GolemCase):
                 self.assertTrue(any("test tools' state as the baseline left it" in
                                     e.get("message", "") for e in events), events)
 
+    def test_a_run_that_throws_the_state_away_unread_is_no_evidence(self):
+        for mode in SANDBOXES:
+            with self.subTest(sandbox=mode):
+                self.trace = os.path.join(self.tmp, f"trace-discard-{mode}.jsonl")
+                project = self.project(f"discard-{mode}")
+                # the code under test removes the saved examples before any test reads them
+                server = self.serve([
+                    chat(tool_calls=[("write_file", {
+                        "path": project.core,
+                        "content": "import shutil\nshutil.rmtree('.hypothesis', "
+                                   "ignore_errors=True)\n" + SPECIAL_CASED})]),
+                    chat("fixed mul")])
+                code, out, err, report = self.fix(project, server, mode)
+                self.assertEqual(report.get("verdict"), "FAILED", out + err)
+                self.assertIn("the run read none of it", out + err)
+
     def test_an_honest_fix_passes_with_the_state_carried(self):
         for mode in SANDBOXES:
             with self.subTest(sandbox=mode):
@@ -95,6 +111,53 @@ class CarriedStateTest(GolemCase):
                 code, out, err, report = self.fix(project, server, mode)
                 self.assertEqual(report.get("verdict"), "VERIFIED", out + err)
                 self.assertEqual(code, 0)
+
+
+PROPERTY_TEST = """\
+import unittest
+
+from hypothesis import given, strategies as st
+
+from calc import mul
+
+
+class PropertyTest(unittest.TestCase):
+    @given(st.integers(), st.integers())
+    def test_mul(self, a, b):
+        self.assertEqual(mul(a, b), a * b)
+"""
+
+
+def _has_hypothesis() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("hypothesis") is not None
+
+
+@unittest.skipUnless(_has_hypothesis(), "hypothesis is not installed")
+class RealHypothesisTest(GolemCase):
+    """With Hypothesis itself: the baseline saves the failing example it found, the
+    verification replays it, and Hypothesis, having read it, deletes it once it passes."""
+
+    def test_an_honest_fix_of_a_property_is_verified(self):
+        for mode in SANDBOXES:
+            with self.subTest(sandbox=mode):
+                self.trace = os.path.join(self.tmp, f"trace-real-{mode}.jsonl")
+                project = devenv.make(self.tmp, "src-pth", name=f"real-{mode}",
+                                      extra={"tests/test_property.py": PROPERTY_TEST})
+                server = self.serve([
+                    chat(tool_calls=[("write_file", {"path": project.core,
+                                                     "content": devenv.FIXED_CORE})]),
+                    chat("fixed add and mul")])
+                args = ["fix", "-dir", project.root, "-provider", "openai", "-base-url",
+                        server.url, "-sandbox", mode, "-trace", self.trace, "-json"]
+                code, out, err = run_cli(args, project.env(False))
+                report = last_json(out) if out.strip() else {}
+                self.assertEqual(report.get("verdict"), "VERIFIED", out + err)
+                events = read_trace(self.trace)
+                baseline = next(e for e in events if e["event"] == "baseline")
+                self.assertIn("test_property.PropertyTest.test_mul", baseline["failing"])
+                self.assertTrue(any("test tools' state as the baseline left it" in
+                                    e.get("message", "") for e in events), events)
 
 
 class TakeTest(unittest.TestCase):

@@ -321,7 +321,9 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
                 state = cache_state(master)
         if cache is not None and not sealed and plan.interpreter is not None:
             tree.write_output(master + ".state", json.dumps(state))
-        kept, why_not = carried.take(cwd)
+        # only where golem's driver or plugin records what the run reads (carried.discarded)
+        kept, why_not = carried.take(cwd) if plan.runner in ("unittest", "pytest") \
+            else ({}, None)
         if kept:
             env.trace.emit("note", message=f"the graded runs start with the test tools' "
                            f"state as the {label} left it ({len(kept)} file(s) of "
@@ -446,6 +448,12 @@ def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, la
                   "what the run did to it is unknown")
     else:
         reason = _placed_check(env, baseline, watch, result, label)
+    if reason:
+        result.problem = f"{result.problem}; {reason}" if result.problem else reason
+        if spoiled is not None:
+            spoiled.append(reason)
+    reason = carried.discarded(copy.root, baseline.carried, result.reads) \
+        if baseline.carried else None
     if reason:
         result.problem = f"{result.problem}; {reason}" if result.problem else reason
         if spoiled is not None:

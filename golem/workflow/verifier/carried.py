@@ -73,3 +73,22 @@ def place(root: str, files: dict[str, bytes]) -> str | None:
     except (OSError, tree.TreeError) as exc:
         return str(exc)
     return None
+
+
+def discarded(root: str, files: dict[str, bytes], reads: dict[str, set]) -> str | None:
+    """Why a graded run in the copy at `root` is no evidence because of what it did to the
+    state golem placed there, or None. The tool rewrites its own state as it runs (Hypothesis
+    deletes the saved examples that no longer fail, and its index of them), but only as it
+    uses it: a run that removed or changed what golem placed, and read none of it (the
+    driver's read records, `reads`), threw it away unseen. Code under test shares the
+    tool's process, so this sees the plain form only: code that reads a file first, or
+    turns the tool's database off, is not seen."""
+    if any(rel in reads for rel in files):
+        return None
+    for rel, data in sorted(files.items()):
+        now = tree.read_file(root, rel, len(data) + 1)
+        if now is None or now[0] != data:
+            return (f"the test tools' state golem put in its copy ({rel}) was removed or "
+                    "changed, and the run read none of it: a run that discards it unseen is "
+                    "not evidence")
+    return None

@@ -34,8 +34,11 @@ DEPENDENCY_NAMES = frozenset({".venv", "venv", "node_modules", ".tox", ".nox"})
 VCS_NAMES = frozenset({".git", ".hg", ".svn"})
 CACHE_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
                         ".hypothesis"})
-# not in a dependency tree's manifest: bytecode is read only from golem's own cache (the
-# pycache prefix), never from __pycache__ directories
+# the bytecode files in these directories of a dependency tree are not in its manifest: a
+# graded run reads bytecode only through golem's own cache (the pycache prefix), which holds
+# links to installed bytecode whose own times golem records (scratch.cache_state). Anything
+# else in them (a source, an extension module, a link, a directory) is, as it is anywhere in
+# the tree: `import pkg.__pycache__.mod` imports it like any other module
 MANIFEST_SKIP = frozenset({"__pycache__"})
 # what of .git decides what git resolves, and what it runs later (hooks, and commands the
 # configuration names: core.hooksPath, core.fsmonitor, filter and diff drivers)
@@ -248,9 +251,12 @@ def manifest(root: str, deps: list[str]) -> dict[str, str]:
             found[name] = "missing"
             continue
         try:
-            for item in tree.walk(fd, lambda rel, n: n in MANIFEST_SKIP):
+            for item in tree.walk(fd):
                 if item.name in MANIFEST_SKIP and item.kind == "dir":
-                    continue    # its times change with what is inside, which is not read
+                    continue    # its times change with the bytecode written inside
+                if item.kind == "file" and item.name.endswith(".pyc") \
+                        and item.rel.rpartition("/")[0].rpartition("/")[2] in MANIFEST_SKIP:
+                    continue    # bytecode Python wrote: never read from here (see above)
                 info = item.info
                 sig = f"{item.kind}:{stat.S_IMODE(info.st_mode):o}:{info.st_size}:" \
                       f"{info.st_mtime_ns}:{info.st_ctime_ns}"
