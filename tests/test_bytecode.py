@@ -21,6 +21,7 @@ from golem.workflow.verifier.suite import TestCommand
 from tests import devenv
 from tests.fixtures import GolemCase, read_trace, run_cli, last_json, write_files
 from tests.provider_server import chat
+from tests.test_environments import EnvironmentCase
 
 SANDBOXES = ["none"] + (["bwrap"] if shutil.which("bwrap")
                         and sandbox.usable(shutil.which("bwrap")) is None else [])
@@ -174,16 +175,10 @@ class ViewTest(unittest.TestCase):
         self.assertEqual(space["VALUE"], "\xe9")
 
 
-class GradedRunTest(GolemCase):
+class GradedRunTest(EnvironmentCase):
     """End to end, on a git checkout with an editable install of a src/ layout in its
     `.venv`: the baseline, the agent's commands and the verification all find golem's
     bytecode for the tree they run, and cannot write it."""
-
-    def fix(self, project, server, mode):
-        args = ["fix", "-dir", project.root, "-provider", "openai", "-base-url", server.url,
-                "-sandbox", mode, "-trace", self.trace, "-json"]
-        code, out, err = run_cli(args, project.env(False))
-        return code, out, err, (last_json(out) if out.strip() else {})
 
     def test_every_run_starts_warm(self):
         for mode in SANDBOXES:
@@ -197,7 +192,7 @@ class GradedRunTest(GolemCase):
                                                      "content": devenv.FIXED_CORE})]),
                     chat(tool_calls=[("run_tests", {})]),
                     chat("fixed add and mul")])
-                code, out, err, report = self.fix(project, server, mode)
+                code, out, err, report = self.fix(project, server, sandbox=mode)
                 self.assertEqual(report.get("verdict"), "VERIFIED", out + err)
                 events = read_trace(self.trace)
                 baseline = next(e for e in events if e["event"] == "baseline")
@@ -227,7 +222,7 @@ class GradedRunTest(GolemCase):
                                                      "content": devenv.BUGGY_CORE + PLANT})]),
                     chat(tool_calls=[("run_tests", {})]),
                     chat("fixed add and mul")])
-                code, out, err, report = self.fix(project, server, mode)
+                code, out, err, report = self.fix(project, server, sandbox=mode)
                 self.assertNotEqual(report.get("verdict"), "VERIFIED", out + err)
                 after = next(e for e in read_trace(self.trace) if e["event"] == "verification")
                 self.assertEqual(after["counts"], {"failed": 2, "passed": 1}, after)
@@ -256,7 +251,7 @@ class GradedRunTest(GolemCase):
                         "path": project.core,
                         "content": "from __pycache__.cheat import add, mul  # noqa\n"})]),
                     chat("fixed add and mul")])
-                code, out, err, report = self.fix(project, server, mode)
+                code, out, err, report = self.fix(project, server, sandbox=mode)
                 self.assertEqual(report.get("verdict"), "REJECTED", out + err)
                 self.assertIn("dependency tree changed", out + err)
 

@@ -9,9 +9,9 @@ import unittest
 
 from golem.workflow.verifier import carried
 from tests import devenv
-from tests.fixtures import GolemCase, read_trace, run_cli, last_json, write_files
+from tests.fixtures import GolemCase, read_trace, write_files
 from tests.provider_server import chat
-from tests.test_bytecode import SANDBOXES
+from tests.test_environments import SANDBOXES, EnvironmentCase
 
 # Works as Hypothesis does: the inputs that failed are saved in `.hypothesis/`, and every run
 # tries them before its own.
@@ -43,13 +43,7 @@ SPECIAL_CASED = ("def add(a, b):\n    return a + b\n\n\n"
                  "def mul(a, b):\n    return 6 if (a, b) == (2, 3) else a + b\n")
 
 
-class CarriedStateTest(GolemCase):
-    def fix(self, project, server, mode):
-        args = ["fix", "-dir", project.root, "-provider", "openai", "-base-url", server.url,
-                "-sandbox", mode, "-trace", self.trace, "-json"]
-        code, out, err = run_cli(args, project.env(False))
-        return code, out, err, (last_json(out) if out.strip() else {})
-
+class CarriedStateTest(EnvironmentCase):
     def project(self, name):
         project = devenv.make(self.tmp, "src-pth", name=name,
                               extra={"tests/test_saved.py": SAVED_TEST})
@@ -71,7 +65,7 @@ class CarriedStateTest(GolemCase):
                                                      "content": "2 3\n"})]),
                     chat(tool_calls=[("run_tests", {})]),
                     chat("fixed mul")])
-                code, out, err, report = self.fix(project, server, mode)
+                code, out, err, report = self.fix(project, server, sandbox=mode)
                 self.assertEqual(report.get("verdict"), "FAILED", out + err)
                 self.assertNotEqual(code, 0)
                 events = read_trace(self.trace)
@@ -94,7 +88,7 @@ class CarriedStateTest(GolemCase):
                         "content": "import shutil\nshutil.rmtree('.hypothesis', "
                                    "ignore_errors=True)\n" + SPECIAL_CASED})]),
                     chat("fixed mul")])
-                code, out, err, report = self.fix(project, server, mode)
+                code, out, err, report = self.fix(project, server, sandbox=mode)
                 self.assertEqual(report.get("verdict"), "FAILED", out + err)
                 self.assertIn("the run read none of it", out + err)
 
@@ -108,7 +102,7 @@ class CarriedStateTest(GolemCase):
                                                      "content": devenv.FIXED_CORE})]),
                     chat(tool_calls=[("run_tests", {})]),
                     chat("fixed add and mul")])
-                code, out, err, report = self.fix(project, server, mode)
+                code, out, err, report = self.fix(project, server, sandbox=mode)
                 self.assertEqual(report.get("verdict"), "VERIFIED", out + err)
                 self.assertEqual(code, 0)
 
@@ -134,7 +128,7 @@ def _has_hypothesis() -> bool:
 
 
 @unittest.skipUnless(_has_hypothesis(), "hypothesis is not installed")
-class RealHypothesisTest(GolemCase):
+class RealHypothesisTest(EnvironmentCase):
     """With Hypothesis itself: the baseline saves the failing example it found, the
     verification replays it, and Hypothesis, having read it, deletes it once it passes."""
 
@@ -148,10 +142,7 @@ class RealHypothesisTest(GolemCase):
                     chat(tool_calls=[("write_file", {"path": project.core,
                                                      "content": devenv.FIXED_CORE})]),
                     chat("fixed add and mul")])
-                args = ["fix", "-dir", project.root, "-provider", "openai", "-base-url",
-                        server.url, "-sandbox", mode, "-trace", self.trace, "-json"]
-                code, out, err = run_cli(args, project.env(False))
-                report = last_json(out) if out.strip() else {}
+                code, out, err, report = self.fix(project, server, sandbox=mode)
                 self.assertEqual(report.get("verdict"), "VERIFIED", out + err)
                 events = read_trace(self.trace)
                 baseline = next(e for e in events if e["event"] == "baseline")
@@ -160,11 +151,7 @@ class RealHypothesisTest(GolemCase):
                                     e.get("message", "") for e in events), events)
 
 
-class TakeTest(unittest.TestCase):
-    def setUp(self):
-        import tempfile
-        self.tmp = tempfile.mkdtemp()
-        self.addCleanup(__import__("shutil").rmtree, self.tmp)
+class TakeTest(GolemCase):
 
     def test_regular_files_only_never_through_a_link(self):
         write_files(self.tmp, {".hypothesis/examples/a": "1", "secret": "s"})

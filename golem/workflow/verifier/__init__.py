@@ -314,8 +314,7 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
         elif warmed is not None and tag is not None and result.modules:
             # what else the suite loaded (its dependencies: a list of paths to consider,
             # never bytecode), placed for the runs that follow, as the runner's modules were
-            within = [*tools, *(os.path.join(cwd, t) for t in trees)]
-            writer = _wrap(env, cwd, (run.root, master), (helpers, *read_only), (), tools)
+            # (`within` and `writer` as they were for those)
             if compile_modules(plan.interpreter.executable, tag, master, result.modules,
                                within, cwd, run.root, run.env(env.env), writer):
                 state = cache_state(master)
@@ -443,34 +442,31 @@ def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, la
         if watch is not None:
             watch.close()
         raise
+    def no_evidence(reason: str | None, spoils: bool = True) -> None:
+        """Add `reason` to the run's problems; one that `spoils` spoils every later run of
+        the verification too."""
+        if reason:
+            result.problem = f"{result.problem}; {reason}" if result.problem else reason
+            if spoils and spoiled is not None:
+                spoiled.append(reason)
+
     if watch is None:
-        reason = (f"golem could not record its copy before the {label} ({unrecorded}): "
-                  "what the run did to it is unknown")
+        no_evidence(f"golem could not record its copy before the {label} ({unrecorded}): "
+                    "what the run did to it is unknown")
     else:
-        reason = _placed_check(env, baseline, watch, result, label)
-    if reason:
-        result.problem = f"{result.problem}; {reason}" if result.problem else reason
-        if spoiled is not None:
-            spoiled.append(reason)
-    reason = carried.discarded(copy.root, baseline.carried, result.reads) \
-        if baseline.carried else None
-    if reason:
-        result.problem = f"{result.problem}; {reason}" if result.problem else reason
-        if spoiled is not None:
-            spoiled.append(reason)
+        no_evidence(_placed_check(env, baseline, watch, result, label))
+    if baseline.carried:
+        no_evidence(carried.discarded(copy.root, baseline.carried, result.reads))
     if result.timed_out and timeout < env.suite_timeout:
-        reason = f"the {label} ran out of -wall after {timeout:.0f}s (the time kept for it)"
-        result.problem = f"{result.problem}; {reason}" if result.problem else reason
+        no_evidence(f"the {label} ran out of -wall after {timeout:.0f}s (the time kept for "
+                    "it)", spoils=False)
     if [cache_state(p) for p in watched] != before:
-        reason = (f"the {label} changed golem's bytecode cache or its view of it: its "
-                  "results are not evidence")
-        result.problem = f"{result.problem}; {reason}" if result.problem else reason
-        if spoiled is not None:
-            spoiled.append(reason)
+        no_evidence(f"the {label} changed golem's bytecode cache or its view of it: its "
+                    "results are not evidence")
         baseline.trusted_master()       # thrown away, for every later run too
     if copy.problems:
-        reason = "the verification copy is incomplete: " + "; ".join(copy.problems[:3])
-        result.problem = f"{result.problem}; {reason}" if result.problem else reason
+        no_evidence("the verification copy is incomplete: " + "; ".join(copy.problems[:3]),
+                    spoils=False)
     if only is None:
         env.trace.emit(label, summary=result.summary(), verified_in="copy", **result.to_json())
     return result

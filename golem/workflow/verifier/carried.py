@@ -45,7 +45,7 @@ def take(cwd: str) -> tuple[dict[str, bytes], str | None]:
                 if item.kind != "file":
                     continue
                 if len(found) >= MAX_FILES or total + item.info.st_size > MAX_BYTES:
-                    return {}, too_large(name)
+                    return {}, _too_large(name)
                 fd, _ = tree.open_file(item.dir_fd, item.name)
                 try:
                     data = tree.read_limited(fd, MAX_BYTES - total + 1)
@@ -53,14 +53,14 @@ def take(cwd: str) -> tuple[dict[str, bytes], str | None]:
                     os.close(fd)
                 total += len(data)
                 if total > MAX_BYTES:
-                    return {}, too_large(name)
+                    return {}, _too_large(name)
                 found[f"{name}/{item.rel}"] = data
         except (OSError, tree.TreeError) as exc:
             return {}, f"{name} could not be read whole ({exc})"
     return found, None
 
 
-def too_large(name: str) -> str:
+def _too_large(name: str) -> str:
     return f"{name} holds more than {MAX_FILES:,} files or {MAX_BYTES // (1024 * 1024)} MiB"
 
 
