@@ -17,8 +17,9 @@ from golem.tools.process import command_env
 from golem.trace import Trace
 from golem.workflow.verifier import Environment, bytecode, run_baseline
 from golem.workflow.verifier.scratch import cache_dir, cache_state
-from golem.workflow.verifier.suite import TestCommand
+from golem.workflow.verifier.suite import TestCommand, run_suite
 from tests import devenv
+from tests.adversarial import QUICK, needs_pytest
 from tests.fixtures import GolemCase, read_trace, run_cli, last_json, write_files
 from tests.provider_server import chat
 from tests.test_environments import EnvironmentCase
@@ -461,6 +462,85 @@ def _plant():
 
 _plant()
 """
+
+
+PYTEST_TESTS = """\
+from calc import add, mul
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_mul():
+    assert mul(2, 3) == 6
+
+
+def test_runs_from_its_own_file():
+    assert test_runs_from_its_own_file.__code__.co_filename == __file__
+"""
+
+
+@needs_pytest
+class RewrittenTest(GolemCase):
+    """pytest's assertion rewriting of the test modules, made once after the baseline by
+    golem's compiler with pytest's own rewriter and taken by every later graded run for a
+    source of the same content, as a developer's second run takes pytest's cache."""
+
+    def test_the_runs_after_the_baseline_take_golem_s_rewriting(self):
+        for mode in SANDBOXES:
+            with self.subTest(sandbox=mode):
+                self.rewritten_once(mode)
+
+    def rewritten_once(self, mode: str) -> None:
+        project = devenv.make(self.tmp, "src-pth", name=f"rewritten-{mode}", extra={
+            "tests/test_calc.py": PYTEST_TESTS, "tests/conftest.py": "import pytest\n"})
+        home = os.path.join(self.tmp, f"home-{mode}")
+        os.makedirs(home)
+        env = command_env(home, home)
+        argv = [project.python, "-m", "pytest", "-p", "no:cacheprovider", *QUICK.split()]
+        baseline = run_baseline(Environment(mode, env, Trace(), 120.0),
+                                TestCommand(argv, "pytest", "-test"), project.root)
+        self.addCleanup(baseline.phase.close)
+        self.assertEqual(sorted(baseline.result.failing),
+                         ["tests/test_calc.py::test_add", "tests/test_calc.py::test_mul"])
+        tests = os.path.join(project.root, "tests")
+        self.assertEqual(sorted(map(os.path.basename, baseline.result.rewritten)),
+                         ["conftest.py", "test_calc.py"])
+        kept = os.path.join(baseline.master, bytecode.REWRITTEN, TAG)
+        keys = {name.split("-")[0] for name in os.listdir(kept)}
+        for name in ("conftest.py", "test_calc.py"):
+            with open(os.path.join(tests, name), "rb") as handle:
+                self.assertIn(hashlib.sha256(handle.read()).hexdigest(), keys)
+
+        # a graded run of a copy elsewhere, as golem's verification makes one
+        copy = os.path.join(self.tmp, f"copy-{mode}")
+        shutil.copytree(project.root, copy, symlinks=True,
+                        ignore=shutil.ignore_patterns(".venv", ".git"))
+        os.symlink(project.venv, os.path.join(copy, ".venv"))
+
+        def graded():
+            run = baseline.phase.run()
+            run.pycache = baseline.phase.view(baseline.master, TAG, copy) or baseline.master
+            return run_suite(baseline.plan, cwd=copy, env=env, run=run,
+                             helpers=baseline.phase.helpers(), timeout=120)
+
+        result = graded()
+        self.assertEqual(result.rewritten, [])      # nothing rewritten in the run itself
+        self.assertEqual(sorted(result.failing), sorted(baseline.result.failing))
+        # the code ran from the copy's file, and its assertions are rewritten
+        self.assertEqual(result.tests["tests/test_calc.py::test_runs_from_its_own_file"],
+                         "passed", result.output)
+        self.assertIn("where -1 = add(2, 3)", result.output)
+        self.assertIsNone(result.problem, result.problem)
+
+        # a test module that changed is rewritten by pytest itself, as it is
+        with open(os.path.join(copy, "tests", "test_calc.py"), "a") as handle:
+            handle.write("\n\ndef test_new():\n    assert add(0, 0) == 0\n")
+        result = graded()
+        self.assertEqual(result.rewritten, [os.path.join(copy, "tests", "test_calc.py")])
+        self.assertEqual(result.tests["tests/test_calc.py::test_new"], "passed")
+        self.assertEqual(len(result.failing), 2, result.tests)
 
 
 if __name__ == "__main__":

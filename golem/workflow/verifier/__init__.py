@@ -36,7 +36,8 @@ from golem.core.errors import Cancelled, OutOfTime, UsageError
 from golem.tools import sandbox, tree
 from golem.trace import Trace
 from golem.workflow.verifier import bytecode, carried, placed, protect, repeat, scan
-from golem.workflow.verifier.bytecode import compile_modules, compile_sources, discover
+from golem.workflow.verifier.bytecode import compile_modules, compile_sources, discover, \
+    rewrite_tests
 from golem.workflow.verifier.grade import (Verdict, advise, judge, judge_new_tests,
                                            mark_flaky)
 from golem.workflow.verifier.interpreter import probe
@@ -315,8 +316,19 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             # what else the suite loaded (its dependencies: a list of paths to consider,
             # never bytecode), placed for the runs that follow, as the runner's modules were
             # (`within` and `writer` as they were for those)
-            if compile_modules(plan.interpreter.executable, tag, master, result.modules,
-                               within, cwd, run.root, run.env(env.env), writer):
+            placed_any = compile_modules(plan.interpreter.executable, tag, master,
+                                         result.modules, within, cwd, run.root,
+                                         run.env(env.env), writer)
+            # the test modules pytest rewrote, rewritten for the runs that follow by pytest's
+            # rewriter in a process that has the cache read-only (as the suite's `wrap`
+            # gives it); golem places what it wrote if the cache is as it was
+            if plan.runner == "pytest" and result.rewritten:
+                ahead = cache_state(master)
+                placed_any += rewrite_tests(plan.interpreter.executable, tag, master,
+                                            result.rewritten, result.modules, within, cwd,
+                                            run.root, run.env(env.env), wrap,
+                                            settled=lambda: cache_state(master) == ahead)
+            if placed_any:
                 state = cache_state(master)
         if cache is not None and not sealed and plan.interpreter is not None:
             tree.write_output(master + ".state", json.dumps(state))

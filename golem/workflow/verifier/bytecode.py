@@ -13,7 +13,11 @@ is written by one kind of process only: the test interpreter isolated with `-I -
 of the workspace, the environment or site-packages runs in it), handed the bytes golem read,
 never a path, and writing hash-checked bytecode (PEP 552). A workspace source whose
 compiling warns is left out: a run that makes warnings errors must see them, as it would
-compiling the source.
+compiling the source. pytest's rewriting of the test modules the baseline's pytest rewrote
+is kept by content too (`@pytest/<tag>/<sha256>-<pytest's version>.pyc`, `rewrite_tests`):
+pytest's own rewriter makes it, in the test interpreter with `-I -S` and pytest's
+installation on its path, handed the bytes golem read, and golem's pytest plugin takes it
+for a source of the same content instead of rewriting it in every graded run.
 
 Each run is then given a `view`: a fresh directory, bound read-only into the sandbox, whose
 entries are symbolic links into golem's cache, with the bytecode of every source of the
@@ -42,6 +46,8 @@ from golem.tools import process, tree
 from golem.workflow.verifier.snapshot import CACHE_DIRS, DEPENDENCY_NAMES, VCS_NAMES
 
 CODE = "@code"                  # the content-keyed part of golem's cache
+REWRITTEN = "@pytest"           # test modules as pytest's assertion rewriter makes them
+REWRITER = os.path.join("_pytest", "assertion", "rewrite.py")
 MAX_SOURCES = 50_000            # a tree with more sources is left to Python
 MAX_SOURCE = 8 * 1024 * 1024    # as is a larger source
 BATCH = 64 * 1024 * 1024        # bytes of source handed to one compiling process
@@ -68,6 +74,42 @@ for where, name, source, strict in batch:
     except Exception:
         continue
     part = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(part, path)
+"""
+
+# Runs in the test interpreter too, with the directories of pytest's installation (argv[3:])
+# after the standard library's: the batch's sources rewritten by pytest's own assertion
+# rewriter, as pytest would rewrite them (its default, without the assertion-pass hook), each
+# written to `where`-VERSION.pyc (the interpreter's magic number, then the marshalled code).
+# A source whose rewriting or compiling warns is left out, for the run to rewrite and warn.
+REWRITE = r"""
+import importlib.util, marshal, os, sys, warnings
+sys.path.extend(sys.argv[3:])
+with open(sys.argv[1], "rb") as handle:
+    batch = marshal.load(handle)
+out = sys.argv[2]
+try:
+    import ast
+    from _pytest._version import version
+    from _pytest.assertion.rewrite import rewrite_asserts
+except Exception:
+    batch = []
+for where, name, source, strict in batch:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tree = ast.parse(source, filename=name)
+            rewrite_asserts(tree, source, name, None)
+            code = compile(tree, name, "exec", dont_inherit=True)
+        data = importlib.util.MAGIC_NUMBER + marshal.dumps(code)
+        path = os.path.join(out, f"{where}-{version}.pyc")
+        os.makedirs(out, mode=0o700, exist_ok=True)
+    except Exception:
+        continue
+    part = os.path.join(out, "." + os.path.basename(path) + ".part")
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
@@ -234,6 +276,97 @@ def compile_modules(interpreter: str, tag: str, master: str, files: list[str],
     return linked + len(items)
 
 
+def rewrite_tests(interpreter: str, tag: str, master: str, files: list[str],
+                  modules: list[str], within: list[str], root: str, scratch: str,
+                  env: dict[str, str], wrap=None, timeout: float = 300,
+                  settled=lambda: True) -> int:
+    """Rewrite the test modules `files` (what the baseline's pytest rewrote, golem's cache
+    lacking them: a list of paths to consider) as pytest's assertion rewriter would, into
+    golem's cache by content (`@pytest/<tag>/<sha256 of the source>-<pytest's version>.pyc`),
+    where golem's pytest plugin takes them instead of rewriting the source again
+    (pytest_plugin.rewrite_from_cache). Only files below `root` (where `sources` looks) or in
+    `within` are read. The rewriter is the one the run imported (among `modules`, in the
+    directories `within`), run by the test interpreter with `-I -S` (pytest's own modules and
+    the standard library's, nothing of the workspace's code), handed the bytes golem read,
+    never a path; `wrap` should give it golem's cache read-only: it writes into `scratch`,
+    and golem places what it wrote, under the keys it asked for, once `settled()` says the
+    cache is as it was. Returns how many were placed."""
+    tops = [os.path.realpath(w) for w in within]
+
+    def inside(path: str) -> bool:
+        real = os.path.realpath(path)
+        return any(real == t or real.startswith(t + os.sep) for t in tops)
+
+    rewriter = next((m for m in modules if m.endswith(os.sep + REWRITER) and inside(m)), None)
+    if rewriter is None:
+        return 0
+    paths = [os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(rewriter))))]
+    for name in modules:    # where pytest's own imports (pluggy, iniconfig) come from
+        parts = os.path.abspath(name).split(os.sep)
+        for at, part in enumerate(parts[:-1]):
+            if part in ("site-packages", "dist-packages"):
+                found = os.sep.join(parts[:at + 1])
+                if found not in paths and inside(found):
+                    paths.append(found)
+                break
+    items, seen = [], set()
+    for name in files:
+        path = os.path.abspath(name)
+        if path in seen or not path.endswith(".py") or not (_covered(root, path) or inside(path)):
+            continue
+        seen.add(path)
+        try:
+            with open(path, "rb", opener=_regular) as handle:
+                data = handle.read(MAX_SOURCE + 1)
+        except OSError:
+            continue
+        if len(data) <= MAX_SOURCE:
+            items.append((hashlib.sha256(data).hexdigest(), path, data, True))
+    if not items:
+        return 0
+    try:
+        out = tempfile.mkdtemp(prefix="rewritten-", dir=scratch)
+    except OSError:
+        return 0
+    try:
+        _compile(interpreter, out, items, scratch, env, wrap, timeout, REWRITE, paths)
+        return _place_rewritten(out, os.path.join(master, REWRITTEN, tag),
+                                {key for key, *_ in items}) if settled() else 0
+    finally:
+        tree.remove_tree(out)
+
+
+def _place_rewritten(out: str, into: str, keys: set[str]) -> int:
+    """Move into golem's cache `into` each regular file of `out` named for one of `keys`
+    (`<key>-<version>.pyc`) that starts as bytecode does: what the rewriting process wrote,
+    checked by name and kind, never followed through a link."""
+    placed = 0
+    try:
+        names = os.listdir(out)
+        os.makedirs(into, mode=0o700, exist_ok=True)
+    except OSError:
+        return 0
+    for name in names:
+        key, dash, rest = name.partition("-")
+        if key not in keys or not dash or not rest.endswith(".pyc") or os.sep in rest:
+            continue
+        try:
+            with open(os.path.join(out, name), "rb", opener=_regular) as handle:
+                data = handle.read(8 * MAX_SOURCE + 1)
+            if not 4 < len(data) <= 8 * MAX_SOURCE:
+                continue
+            part = os.path.join(into, "." + name + ".part")
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as written:
+                written.write(data)
+            os.replace(part, os.path.join(into, name))
+        except OSError:
+            continue
+        placed += 1
+    return placed
+
+
 def _link_beside(master: str, where: str, source: str, tag: str, tops: list[str]) -> bool:
     """Place at `where` in golem's cache a link to the bytecode installed beside `source`
     (`__pycache__/<name>.<tag>.pyc`, as pip and the interpreter's own install write it), if
@@ -272,7 +405,8 @@ def _covered(root: str, path: str) -> bool:
 
 
 def _compile(interpreter: str, out: str, items: list[tuple], scratch: str,
-             env: dict[str, str], wrap, timeout: float) -> None:
+             env: dict[str, str], wrap, timeout: float, script: str = COMPILE,
+             extra=()) -> None:
     """Hand `items` (where below `out`, name, source, strict) to compiling processes of the
     test interpreter, isolated with `-I -S`: nothing but its standard library runs there.
     The work is shared, by size, among as many processes at once as there are CPUs (each
@@ -286,14 +420,15 @@ def _compile(interpreter: str, out: str, items: list[tuple], scratch: str,
         shares[least].append(item)
         sizes[least] += len(item[2])
     if workers == 1:
-        _compile_share(interpreter, out, items, scratch, env, wrap, timeout, "0")
+        _compile_share(interpreter, out, items, scratch, env, wrap, timeout, "0", script,
+                       extra)
         return
     stopper = cancel.current()      # the attempt's, if any: it stops the compiling too
 
     def share_of(number: int) -> None:
         with cancel.scope(stopper) if stopper else contextlib.nullcontext():
             _compile_share(interpreter, out, shares[number], scratch, env, wrap, timeout,
-                           str(number))
+                           str(number), script, extra)
 
     threads = [threading.Thread(target=share_of, args=(number,), daemon=True)
                for number in range(workers) if shares[number]]
@@ -304,7 +439,8 @@ def _compile(interpreter: str, out: str, items: list[tuple], scratch: str,
 
 
 def _compile_share(interpreter: str, out: str, items: list[tuple], scratch: str,
-                   env: dict[str, str], wrap, timeout: float, name: str) -> None:
+                   env: dict[str, str], wrap, timeout: float, name: str,
+                   script: str = COMPILE, extra=()) -> None:
     batches, batch, size = [], [], 0
     for item in items:
         batch.append(item)
@@ -323,8 +459,8 @@ def _compile_share(interpreter: str, out: str, items: list[tuple], scratch: str,
         except OSError:
             return
         try:
-            process.run([interpreter, "-I", "-S", "-B", "-c", COMPILE, path, out], cwd=scratch,
-                        env=env, timeout=timeout, cap=20_000, wrap=wrap)
+            process.run([interpreter, "-I", "-S", "-B", "-c", script, path, out, *extra],
+                        cwd=scratch, env=env, timeout=timeout, cap=20_000, wrap=wrap)
         except OSError:
             pass
         finally:

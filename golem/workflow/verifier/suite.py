@@ -87,6 +87,7 @@ class SuiteResult:
     audit: set[str] = field(default_factory=set)       # what the test process reached for
     plugins: set[str] = field(default_factory=set)     # workspace files pytest loaded as plugins
     modules: list[str] = field(default_factory=list)   # the source files of the modules loaded
+    rewritten: list[str] = field(default_factory=list)  # those pytest rewrote, golem lacking them
 
     @property
     def failing(self) -> list[str]:
@@ -575,6 +576,9 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = 
             files = record.get("files")
             if isinstance(files, list):
                 result.modules = [f for f in files[:MODULES_CAP] if isinstance(f, str)]
+            files = record.get("rewritten")
+            if isinstance(files, list):
+                result.rewritten = [f for f in files[:MODULES_CAP] if isinstance(f, str)]
         elif kind == "plugins":
             result.plugins.update(f for f in record.get("files") or [] if isinstance(f, str))
         elif kind == "note":

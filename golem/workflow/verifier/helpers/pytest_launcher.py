@@ -55,6 +55,7 @@ def main():
     evidence = _load("golem_evidence", os.path.join(here, "evidence.py"))
     plugin_module = _load("golem_pytest_plugin", os.path.join(here, "pytest_plugin.py"))
     cwd = os.path.realpath(os.getcwd())
+    prefix = sys.pycache_prefix     # before any code under test could change it
     _load("golem_relocate", os.path.join(here, "relocate.py")).apply(cwd)
     args = sys.argv[1:]
     if args[:1] == ["--golem-cwd"]:
@@ -76,6 +77,8 @@ def main():
         rewrite = sys.modules.get("_pytest.assertion.rewrite")
         hook = getattr(getattr(rewrite, "AssertionRewritingHook", None), "exec_module", None)
         evidence.trust(getattr(hook, "__code__", None))
+        if rewrite is not None:     # golem's bytecode view, as the interpreter was started
+            plugin_module.rewrite_from_cache(rewrite, prefix, plugin.missed)
         code = int(pytest.main(args, plugins=[plugin]))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -83,7 +86,7 @@ def main():
         import traceback
         traceback.print_exc()
         code = 3
-    plugin.stream.emit(e="modules", files=evidence.loaded())
+    plugin.stream.emit(e="modules", files=evidence.loaded(), rewritten=plugin.missed[:5000])
     plugin.stream.emit(e="end", ok=code == 0, exit=code)
     sealed.end()    # straight from here: the seal says this function reached its end
     for stream in (sys.stdout, sys.stderr):
