@@ -46,6 +46,23 @@ def mul(a, b):
     return a * b
 """
 
+# a right fix that also takes the test's frame through sys._getframe, by a name the scan of
+# the change cannot read: what the frame lets the code do, the audit cannot know
+THROUGH_GETFRAME = """\
+import sys
+
+_look = getattr(sys, "".join(["_get", "frame"]))
+
+
+def add(a, b):
+    _look(1)
+    return a + b
+
+
+def mul(a, b):
+    return a * b
+"""
+
 # the same through a generator's frame
 THROUGH_GENERATOR = """\
 def _walk(box):
@@ -200,6 +217,12 @@ class InstanceStateTest(AdversarialCase):
         self.commit_change(repo, {"calc.py": THROUGH_TRACEBACK}, "cheat")
         report = self.assertCheatCaught(self.verify(repo))
         self.assertIn("calc.py", report["summary"])
+
+    def test_through_sys_getframe_by_another_name(self):
+        repo = self.project({"calc.py": CALC, "tests/test_calc.py": UNIT_TESTS}, git_repo=True)
+        self.commit_change(repo, {"calc.py": THROUGH_GETFRAME}, "reach")
+        report = self.assertNotVerified(self.verify(repo))
+        self.assertIn("frame reached by calc.py", json.dumps(report))
 
     def test_through_a_generator_through_fix(self):
         repo = self.project({"calc.py": CALC, "tests/test_calc.py": UNIT_TESTS}, git_repo=True)

@@ -691,6 +691,9 @@ def _audit(fd: int, sealer: list) -> None:
             return
         if event == "builtins.id":
             return
+        if event == "sys._getframe":    # the hook's own lookup among them: no more to do
+            reached()
+            return
         check(event, args)      # may raise: the operation is refused, nothing else runs
         if watch:
             watch[0](event, args)
@@ -735,8 +738,6 @@ def _audit(fd: int, sealer: list) -> None:
                 keep((args[0], name, getattr_(args[0], name, None)))
                 if name == "__code__":
                     report("code swapped")
-        elif event == "sys._getframe":
-            reached()
 
     frame_attrs, busy, getframe = _FRAME_ATTRS, set(), _getframe
     root = _realpath(os.getcwd())
@@ -941,6 +942,9 @@ def _frame_reacher(root: str):
     """A function: the frame that reached for a frame -> the workspace file (not a test file
     by name) whose code asked, or None."""
     basename, prefix = os.path.basename, root + _sep
+    # the names of the functions that hand frames out: most frames reached (unittest's
+    # `assertRaises` clears the frames of every traceback it catches) are told apart by name
+    handing = frozenset(name for _, name in _HANDS_OUT)
 
     def reacher(frame):
         for _ in range(8):
@@ -949,7 +953,8 @@ def _frame_reacher(root: str):
             code = frame.f_code
             name = code.co_filename
             if not name.startswith(prefix):
-                if (basename(name), code.co_name) not in _HANDS_OUT:
+                if code.co_name not in handing or (basename(name), code.co_name) \
+                        not in _HANDS_OUT:
                     return None
                 frame = frame.f_back
                 continue
