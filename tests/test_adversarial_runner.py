@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+
+from golem.tools import sandbox
 
 from tests.adversarial import (PYTEST_CMD, QUICK, UNITTEST_CMD, AdversarialCase, invoke,
                                needs_pytest, write)
 from tests.fixtures import git, read
 
+SANDBOXES = ["none"] + (["bwrap"] if shutil.which("bwrap")
+                        and sandbox.usable(shutil.which("bwrap")) is None else [])
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 FIXED = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
 UNIT_TESTS = ("import unittest\n\nfrom calc import add, mul\n\n\n"
@@ -264,6 +269,61 @@ class InstanceStateTest(AdversarialCase):
         report = self.assertCheatCaught(self.verify(repo, "-strict"))
         self.assertIn("reach", json.dumps(report["suspicious"]))
         self.assertIn("tb_frame", json.dumps(report["suspicious"]))
+
+
+# imported by the unchanged conftest.py: when pytest looks for the test module, the code swaps
+# pytest's `_rewrite_test` (golem's, taking its kept rewriting) for one that puts it back on
+# its first call and hands over its code with the expected 5 made -1; nothing stays replaced
+SWAP_REWRITTEN = CALC + """
+import importlib.util
+import sys
+
+
+def _arm():
+    rewrite = sys.modules.get("_pytest.assertion." + "rewrite")
+    if rewrite is None:
+        return
+    locate = importlib.util.spec_from_file_location
+
+    def swap(code):
+        consts = tuple(swap(c) if isinstance(c, type(code)) else
+                       (-1 if type(c) is int and c == 5 else c) for c in code.co_consts)
+        return code.replace(co_consts=consts)
+
+    def located(name, location=None, *args, **kwargs):
+        if str(location).endswith("test_calc.py") and kwargs.get("loader") is not None:
+            importlib.util.spec_from_file_location = locate
+            kept = getattr(rewrite, "_rewrite" + "_test")
+
+            def once(fn, config):
+                setattr(rewrite, "_rewrite" + "_test", kept)
+                info, code = kept(fn, config)
+                return info, swap(code)
+            setattr(rewrite, "_rewrite" + "_test", once)
+        return locate(name, location, *args, **kwargs)
+    importlib.util.spec_from_file_location = located
+
+
+_arm()
+"""
+
+
+@needs_pytest
+class RewrittenSwapTest(AdversarialCase):
+    """The rewritten code of a test module changed between golem's plugin and pytest's loader,
+    by code that puts everything back before the guard looks."""
+
+    def test_code_swapped_on_its_way_to_the_loader_is_seen(self):
+        for mode in SANDBOXES:
+            with self.subTest(sandbox=mode):
+                repo = self.project({"calc.py": CALC, "tests/test_calc.py": PY_TESTS,
+                                     "tests/conftest.py": "import calc\n"},
+                                    git_repo=True)
+                self.commit_change(repo, {"calc.py": SWAP_REWRITTEN}, "cheat")
+                report = self.assertCheatCaught(self.verify(repo, command=PYTEST_CMD,
+                                                            sandbox=mode))
+                self.assertIn("not as pytest rewrites it: tests/test_calc.py",
+                              report["summary"])
 
 
 @needs_pytest

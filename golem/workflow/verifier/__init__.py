@@ -24,9 +24,11 @@ docs/verification.md and docs/security.md say which mechanism enforces each boun
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -213,6 +215,29 @@ def _runner_modules(plan: Plan, cwd: str, env: dict[str, str], wrap,
     return discover(plan.interpreter.executable, names, cwd, env, wrap)
 
 
+def _meanwhile(action: Callable[[], list[str]]) -> Callable[[], list[str] | None]:
+    """Start `action` in a thread of its own (stopped with the attempt, if any); the function
+    returned waits for its result: None where it failed."""
+    box: list = []
+    stopper = cancel.current()
+
+    def body() -> None:
+        try:
+            with cancel.scope(stopper) if stopper else contextlib.nullcontext():
+                box.append(action())
+        except Exception:
+            box.append(None)
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+
+    def result() -> list[str] | None:
+        thread.join()
+        return box[0] if box else None
+
+    return result
+
+
 def _recorded_state(path: str) -> dict | None:
     data = tree.read_file(os.path.dirname(path), os.path.basename(path) + ".state", 64_000_000)
     try:
@@ -247,9 +272,15 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             env.trace.emit("note", message=f"test interpreter: {plan.interpreter.describe()}",
                            interpreter=plan.interpreter.executable)
             before = cache_state(master)
-            probe(plan.interpreter, cwd, trees, run.env(env.env), wrap)
-            modules = _runner_modules(plan, cwd, run.env(env.env), wrap, helpers) \
-                if tag is not None and not os.listdir(master) else []
+            # the runner's modules are listed while the interpreter is probed: two processes
+            # that read, at once
+            listed = _meanwhile(lambda: _runner_modules(plan, cwd, run.env(env.env), wrap,
+                                                        helpers)) \
+                if tag is not None and not os.listdir(master) else lambda: []
+            try:
+                probe(plan.interpreter, cwd, trees, run.env(env.env), wrap)
+            finally:
+                modules = listed() or []
             if cache_state(master) != before:
                 env.trace.emit("note", message="golem's bytecode cache changed while the test "
                                "interpreter was probed; it was thrown away")

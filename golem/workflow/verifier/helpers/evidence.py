@@ -21,6 +21,7 @@ import os
 import sys
 
 import _thread
+from marshal import loads as _marshal_loads
 try:    # the standard library's own SHA-256 (3.11): no OpenSSL to load in every test process
     from _sha256 import sha256 as _sha256
 except ImportError:
@@ -37,6 +38,29 @@ try:    # imported now, before the working directory is on sys.path
 except ImportError:                     # pragma: no cover - an interpreter without ctypes
     _ctypes = None
 _O_ACCMODE = getattr(os, "O_ACCMODE", 3)
+_open, _O_READ = os.open, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_MAGIC = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", b"")
+
+
+def _read_all(path, limit: int = 256 * 1024 * 1024):
+    """The bytes of the file at `path` (at most `limit`), or None."""
+    try:
+        fd = _open(path, _O_READ)
+    except (OSError, TypeError, ValueError):
+        return None
+    try:
+        parts, size = [], 0
+        while size <= limit:
+            part = _read(fd, 1 << 20)
+            if not part:
+                return b"".join(parts)
+            parts.append(part)
+            size += len(part)
+        return None
+    except OSError:
+        return None
+    finally:
+        _close(fd)
 _sep, _isinstance, _type, _vars, _callable = os.sep, isinstance, type, vars, callable
 _id, _set, _map, _len, _sum, _all, _list = id, set, map, len, sum, all, list
 _ModuleType = _type(sys)
@@ -720,7 +744,7 @@ def _audit(fd: int, sealer: list) -> None:
         elif event == "exec":     # code of a file, as a loader executes a module's
             code = args[0]
             if code.co_name == "<module>" and code.co_filename[:1] not in ("<", ""):
-                seal.executed()
+                seal.executed(code)
         elif event == "import":
             seal.pinned()
         elif event in ("os.listdir", "os.scandir"):
@@ -783,14 +807,15 @@ def loaded(limit: int = 20_000) -> list:
     return files
 
 
-def trust(code=None) -> None:
+def trust(code=None, rewritten=None) -> None:
     """Name the code of pytest's own loader (`AssertionRewritingHook.exec_module`), which
     executes rewritten test modules, to the audit hook: once, before any code under test runs
     (the launcher right after importing pytest; the unittest driver with nothing, to close
-    the door)."""
+    the door). `rewritten`: (directory, pytest's version) of the rewritten test modules golem
+    keeps (pytest_plugin.rewrite_from_cache), which that loader's code must match."""
     named = _TRUST.pop() if _TRUST else None
     if named is not None and code is not None:
-        named(code)
+        named(code, rewritten)
 
 
 def imported(modules) -> None:
@@ -818,7 +843,7 @@ class _ImportSeal:
 
     __slots__ = ("report", "busy", "cwd", "prefix", "under", "hashed", "loaded", "trusted",
                  "early", "call", "exec_module", "source_loader", "sys", "normpath",
-                 "getframe", "ident")
+                 "getframe", "ident", "kept", "reads", "loads", "magic", "sha256")
 
     def __init__(self, report, busy, cwd):
         import _imp
@@ -840,9 +865,14 @@ class _ImportSeal:
         basics = getattr(external, "_LoaderBasics", None)
         self.exec_module = getattr(getattr(basics, "exec_module", None), "__code__", None)
         self.source_loader = getattr(external, "SourceFileLoader", None)
+        self.kept = None        # (directory, pytest's version) of golem's rewritten modules
+        self.reads, self.loads, self.magic, self.sha256 = _read_all, _marshal_loads, \
+            _MAGIC, _sha256
 
-    def trust(self, code) -> None:
+    def trust(self, code, kept=None) -> None:
         self.trusted[code] = True
+        if kept is not None:
+            self.kept = kept
 
     def pinned(self) -> None:
         prefix = self.sys.pycache_prefix
@@ -869,9 +899,26 @@ class _ImportSeal:
         if not inside:
             self.report("bytecode read from outside golem's cache")
 
-    def executed(self) -> None:
-        """An `exec` event: when a loader executes a module's code, record the module's
-        namespace and the file the loader read."""
+    def as_kept(self, path: str, ran) -> None:
+        """The code pytest's loader executes for the file `path` must be the rewriting golem
+        keeps for that file's content, where it keeps one (compared as Python compares code:
+        everything but the file name): code that differs was swapped in between golem's
+        plugin and the loader, whatever replaced what and put it back."""
+        directory, version = self.kept
+        source = self.reads(path)
+        if source is None:
+            return
+        data = self.reads(directory + _sep + self.sha256(source).hexdigest() + "-" + version
+                          + ".pyc")
+        if data is None or data[:len(self.magic)] != self.magic:
+            return      # none kept: pytest rewrote it itself
+        if self.loads(memoryview(data)[len(self.magic):]) != ran:
+            self.report("test module not as pytest rewrites it: "
+                        + (relative(path, self.cwd) or path))
+
+    def executed(self, ran=None) -> None:
+        """An `exec` event: when a loader executes a module's code (`ran`), record the
+        module's namespace and the file the loader read."""
         busy, me = self.busy, self.ident()
         busy.add(me)    # the hook's own frame lookup is no frame reached
         try:
@@ -893,6 +940,8 @@ class _ImportSeal:
                 found = frame.f_locals
                 module, path = found.get("module"), found.get("fn")
                 path = str(path) if path is not None else None
+                if self.kept is not None and _type(path) is str and ran is not None:
+                    self.as_kept(path, ran)
             else:
                 return
             if _type(module) is _ModuleType:

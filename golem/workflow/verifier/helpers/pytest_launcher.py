@@ -76,9 +76,11 @@ def main():
         # before any test module runs
         rewrite = sys.modules.get("_pytest.assertion.rewrite")
         hook = getattr(getattr(rewrite, "AssertionRewritingHook", None), "exec_module", None)
-        evidence.trust(getattr(hook, "__code__", None))
-        if rewrite is not None:     # golem's bytecode view, as the interpreter was started
-            plugin_module.rewrite_from_cache(rewrite, prefix, plugin.missed)
+        # the rewritten test modules golem keeps, in golem's bytecode view as the interpreter
+        # was started: what that loader executes must match them
+        kept = plugin_module.rewrite_from_cache(rewrite, prefix, plugin.missed) \
+            if rewrite is not None else None
+        evidence.trust(getattr(hook, "__code__", None), kept)
         code = int(pytest.main(args, plugins=[plugin]))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1

@@ -153,7 +153,7 @@ class Plugin:
             self.stream.emit(e="guard", replaced=replaced)
 
 
-def rewrite_from_cache(rewrite, prefix, missed) -> None:
+def rewrite_from_cache(rewrite, prefix, missed):
     """Make pytest's assertion rewriter (the module `rewrite`) take the rewritten code of a
     source from golem's cache when it holds it, instead of rewriting the source again (what
     pytest's own cache beside the sources would save a developer's second run, which a graded
@@ -162,14 +162,16 @@ def rewrite_from_cache(rewrite, prefix, missed) -> None:
     pytest's version, below `prefix` (golem's view of its cache, bound read-only). A source
     the cache lacks is rewritten as pytest would and its path added to `missed`, the list
     golem asks for after its baseline. Installed before pytest configures itself, so the
-    guard counts any later change to it."""
+    guard counts any later change to it. Returns (the directory, pytest's version) where it
+    looks, for the audit hook to hold what pytest's loader executes to (evidence.trust), or
+    None where it was not installed."""
     original = getattr(rewrite, "_rewrite_test", None)
     version = getattr(sys.modules.get("_pytest._version"), "version", None)
     if original is None or not prefix or not isinstance(version, str) \
             or not version.replace(".", "").replace("+", "").replace("-", "").isalnum() \
             or getattr(original, "__code__", None) is None \
             or original.__code__.co_varnames[:2] != ("fn", "config"):   # pytest 5 and newer
-        return
+        return None
     import _imp
     import importlib.util
     import marshal
@@ -216,3 +218,4 @@ def rewrite_from_cache(rewrite, prefix, missed) -> None:
         return info, code
 
     rewrite._rewrite_test = _rewrite_test
+    return store, version
