@@ -236,12 +236,12 @@ def _small_tests(tests: int):
     return build
 
 
-def suite_one_class(methods: int = 10_000, repeats: int = 3) -> list[Figure]:
+def suite_one_class(methods: int = 10_000, repeats: int = 5) -> list[Figure]:
     """One generated class of `methods` test methods, plus three tests the defect breaks."""
     return suite_figures("one class", _one_class(methods), UNITTEST, repeats)
 
 
-def suite_many_tests(tests: int = 50_000, repeats: int = 3) -> list[Figure]:
+def suite_many_tests(tests: int = 50_000, repeats: int = 5) -> list[Figure]:
     """`tests` small generated tests (50 to a class), plus three tests the defect breaks."""
     return suite_figures("many small tests", _small_tests(tests), UNITTEST, repeats)
 
