@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
+import unittest
 
 from golem.tools import sandbox
 
@@ -308,6 +310,35 @@ _arm()
 """
 
 
+# the same, handing over code that Python's `==` finds equal to golem's: in test_add, the
+# comparison's LOAD_FAST becomes the LOAD_FAST__LOAD_FAST superinstruction and the comparison's
+# cache entries NOPs (`co_code` shows instructions in their plain form), so the comparison
+# never runs and the assert sees add's result, -1 (Python 3.11's instruction layout)
+SWAP_ADAPTIVE = SWAP_REWRITTEN.replace("""    def swap(code):
+        consts = tuple(swap(c) if isinstance(c, type(code)) else
+                       (-1 if type(c) is int and c == 5 else c) for c in code.co_consts)
+        return code.replace(co_consts=consts)
+""", """    import dis
+    ops = dis._all_opmap
+    fast, compare, nop, store = (ops["LOAD_FAST"], ops["COMPARE_OP"], ops["NOP"],
+                                 ops["STORE_FAST"])
+
+    def forged(code):
+        raw = bytearray(code.co_code)
+        for i in range(0, len(raw) - 10, 2):
+            if raw[i] == fast and raw[i + 2] == compare and raw[i + 3] == 2 \\
+                    and raw[i + 8] == store:
+                raw[i] = ops["LOAD_FAST__LOAD_FAST"]
+                raw[i + 4:i + 8] = bytes([nop, 0, nop, 0])
+        return code.replace(co_code=bytes(raw))
+
+    def swap(code):
+        return code.replace(co_consts=tuple(
+            forged(c) if isinstance(c, type(code)) and c.co_name == "test_add" else c
+            for c in code.co_consts))
+""")
+
+
 @needs_pytest
 class RewrittenSwapTest(AdversarialCase):
     """The rewritten code of a test module changed between golem's plugin and pytest's loader,
@@ -324,6 +355,15 @@ class RewrittenSwapTest(AdversarialCase):
                                                             sandbox=mode))
                 self.assertIn("not as pytest rewrites it: tests/test_calc.py",
                               report["summary"])
+
+    @unittest.skipUnless(sys.version_info[:2] == (3, 11), "Python 3.11's instruction layout")
+    def test_code_equal_to_golem_s_but_running_otherwise_is_seen(self):
+        self.assertNotEqual(SWAP_ADAPTIVE, SWAP_REWRITTEN)
+        repo = self.project({"calc.py": CALC, "tests/test_calc.py": PY_TESTS,
+                             "tests/conftest.py": "import calc\n"}, git_repo=True)
+        self.commit_change(repo, {"calc.py": SWAP_ADAPTIVE}, "cheat")
+        report = self.assertCheatCaught(self.verify(repo, command=PYTEST_CMD))
+        self.assertIn("not as pytest rewrites it: tests/test_calc.py", report["summary"])
 
 
 @needs_pytest

@@ -277,10 +277,19 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             listed = _meanwhile(lambda: _runner_modules(plan, cwd, run.env(env.env), wrap,
                                                         helpers)) \
                 if tag is not None and not os.listdir(master) else lambda: []
+            # sealed, golem's compiler works meanwhile too, into a directory of its own that
+            # no other process may write (commands that run unconfined could write any)
+            staged = tempfile.mkdtemp(prefix="compiled-", dir=phase.root) \
+                if sealed and tag is not None else None
+            compiled = _meanwhile(lambda: [str(compile_sources(
+                plan.interpreter.executable, tag, master, [cwd, helpers], staged,
+                run.env(env.env), _wrap(env, cwd, (staged,), (helpers, master, *read_only),
+                                        (), tools), into=staged))]) if staged else lambda: []
             try:
                 probe(plan.interpreter, cwd, trees, run.env(env.env), wrap)
             finally:
                 modules = listed() or []
+                compiled()
             if cache_state(master) != before:
                 env.trace.emit("note", message="golem's bytecode cache changed while the test "
                                "interpreter was probed; it was thrown away")
@@ -292,8 +301,11 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
                 within = [*tools, *(os.path.join(cwd, t) for t in trees)]
                 compile_modules(plan.interpreter.executable, tag, master, modules, within,
                                 cwd, run.root, run.env(env.env), writer)
-                compile_sources(plan.interpreter.executable, tag, master, [cwd, helpers],
-                                run.root, run.env(env.env), writer)
+                if staged:
+                    bytecode.place_compiled(staged, master, tag)
+                else:
+                    compile_sources(plan.interpreter.executable, tag, master, [cwd, helpers],
+                                    run.root, run.env(env.env), writer)
             warmed = cache_state(master)
         view = phase.view(master if plan.interpreter else None, tag, cwd)
         if view is not None:

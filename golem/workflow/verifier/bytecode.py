@@ -176,17 +176,23 @@ def code_dir(master: str, tag: str) -> str:
 
 
 def compile_sources(interpreter: str, tag: str, master: str, roots: list[str], scratch: str,
-                    env: dict[str, str], wrap=None, timeout: float = 300) -> int:
+                    env: dict[str, str], wrap=None, timeout: float = 300,
+                    into: str | None = None) -> int:
     """Compile every source below the trees `roots` that golem's cache lacks into it, in
     processes of the test interpreter `interpreter` (cache tag `tag`) isolated from
-    everything but the standard library. Returns how many sources were new. A failure costs
-    time, never correctness: what is missing Python compiles itself."""
+    everything but the standard library; or, given `into` (a directory only those processes
+    may write), into it, for `place_compiled` to move into the cache. Returns how many
+    sources were new. A failure costs time, never correctness: what is missing Python
+    compiles itself."""
     out = code_dir(master, tag)
     try:
-        os.makedirs(out, mode=0o700, exist_ok=True)
-        have = set(os.listdir(out))
+        if into is None:
+            os.makedirs(out, mode=0o700, exist_ok=True)
+        have = set(os.listdir(out)) if os.path.isdir(out) else set()
     except OSError:
         return 0
+    if into is not None:    # golem's cache is left as it is, for its state to be compared
+        out = into
     wanted: dict[str, tuple] = {}
     for root in roots:
         wanted.update(sources(root, lambda key: key + ".pyc" not in have
@@ -195,6 +201,20 @@ def compile_sources(interpreter: str, tag: str, master: str, roots: list[str], s
                                 for key, (path, data) in wanted.items()],
              scratch, env, wrap, timeout)
     return len(wanted)
+
+
+def place_compiled(out: str, master: str, tag: str) -> int:
+    """Move into golem's cache what `compile_sources` compiled into `out`: each regular file
+    named as it names them (a SHA-256 in hex, `.pyc`), never through a link."""
+    names = set()
+    try:
+        for name in os.listdir(out):
+            key, dot, ext = name.partition(".")
+            if ext == "pyc" and len(key) == 64 and all(c in "0123456789abcdef" for c in key):
+                names.add(name)
+    except OSError:
+        return 0
+    return _place(out, code_dir(master, tag), names)
 
 
 def discover(interpreter: str, names: list[str], cwd: str, env: dict[str, str],
@@ -337,19 +357,30 @@ def rewrite_tests(interpreter: str, tag: str, master: str, files: list[str],
 
 
 def _place_rewritten(out: str, into: str, keys: set[str]) -> int:
-    """Move into golem's cache `into` each regular file of `out` named for one of `keys`
-    (`<key>-<version>.pyc`) that starts as bytecode does: what the rewriting process wrote,
-    checked by name and kind, never followed through a link."""
-    placed = 0
+    """Move into golem's cache `into` each file of `out` named for one of `keys`
+    (`<key>-<version>.pyc`): what the rewriting process wrote (`_place`)."""
     try:
         names = os.listdir(out)
+    except OSError:
+        return 0
+    wanted = set()
+    for name in names:
+        key, dash, rest = name.partition("-")
+        if key in keys and dash and rest.endswith(".pyc") and os.sep not in rest:
+            wanted.add(name)
+    return _place(out, into, wanted)
+
+
+def _place(out: str, into: str, names: set[str]) -> int:
+    """Copy the files `names` of `out` into `into`, each only if it is a regular file (never
+    followed through a link) of a size bytecode can have, written beside and renamed into
+    place. Returns how many were placed."""
+    placed = 0
+    try:
         os.makedirs(into, mode=0o700, exist_ok=True)
     except OSError:
         return 0
-    for name in names:
-        key, dash, rest = name.partition("-")
-        if key not in keys or not dash or not rest.endswith(".pyc") or os.sep in rest:
-            continue
+    for name in sorted(names):
         try:
             with open(os.path.join(out, name), "rb", opener=_regular) as handle:
                 data = handle.read(8 * MAX_SOURCE + 1)

@@ -42,6 +42,31 @@ _open, _O_READ = os.open, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _MAGIC = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", b"")
 
 
+def _same_code(kept, ran) -> bool:
+    """Whether the code `ran` is `kept` but for its file name: equal as Python compares code,
+    and so is every code object inside, in order, down to the instructions the interpreter
+    runs (`_co_code_adaptive`: `==` reads instructions in their plain form, so a specialised
+    one, or a cache entry written in, would pass it), its qualified name and stack size."""
+    code_type = _type(kept)
+    if _type(ran) is not code_type or kept != ran:
+        return False
+    pending = [(kept, ran)]
+    while pending:
+        a, b = pending.pop()
+        if _type(a) is not code_type or _type(b) is not code_type:
+            return False
+        if getattr(a, "_co_code_adaptive", a.co_code) != \
+                getattr(b, "_co_code_adaptive", b.co_code) \
+                or a.co_qualname != b.co_qualname or a.co_stacksize != b.co_stacksize:
+            return False
+        inner_a = [c for c in a.co_consts if _type(c) is code_type]
+        inner_b = [c for c in b.co_consts if _type(c) is code_type]
+        if len(inner_a) != len(inner_b):
+            return False
+        pending += zip(inner_a, inner_b)
+    return True
+
+
 def _read_all(path, limit: int = 256 * 1024 * 1024):
     """The bytes of the file at `path` (at most `limit`), or None."""
     try:
@@ -912,7 +937,7 @@ class _ImportSeal:
                           + ".pyc")
         if data is None or data[:len(self.magic)] != self.magic:
             return      # none kept: pytest rewrote it itself
-        if self.loads(memoryview(data)[len(self.magic):]) != ran:
+        if not _same_code(self.loads(memoryview(data)[len(self.magic):]), ran):
             self.report("test module not as pytest rewrites it: "
                         + (relative(path, self.cwd) or path))
 
