@@ -339,6 +339,58 @@ SWAP_ADAPTIVE = SWAP_REWRITTEN.replace("""    def swap(code):
 """)
 
 
+# `add` served by a module `__getattr__`, which plants another in the half-built test module
+# that imports it; pytest's lookup of `pytest_plugins` runs that one after the module's code,
+# and it rebinds test_add to test_mul (passing, in the same unchanged file) and removes itself
+NAMESPACE_SWAP = """\
+import sys
+
+
+def _add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+
+
+def _late(space):
+    def hook(name):
+        if "test_add" in space and "test_mul" in space:
+            space.pop("__getattr__", None)
+            space["test_add"] = space["test_mul"]
+        raise AttributeError(name)
+    return hook
+
+
+def __getattr__(name):
+    if name == "add":
+        for module in list(sys.modules.values()):
+            if (getattr(module, "__file__", None) or "").endswith("test_calc.py") \\
+                    and "test_add" not in vars(module):
+                vars(module)["__getattr__"] = _late(vars(module))
+        return _add
+    raise AttributeError(name)
+"""
+
+
+@needs_pytest
+class NamespaceSwapTest(AdversarialCase):
+    """A test rebound to another test's function of the same module after the module's code
+    ran and before pytest collects it."""
+
+    def test_a_test_rebound_before_collection_is_seen(self):
+        for mode in SANDBOXES:
+            with self.subTest(sandbox=mode):
+                repo = self.project({"calc.py": CALC, "tests/test_calc.py": PY_TESTS},
+                                    git_repo=True)
+                self.commit_change(repo, {"calc.py": NAMESPACE_SWAP}, "cheat")
+                report = self.assertCheatCaught(self.verify(repo, command=PYTEST_CMD,
+                                                            sandbox=mode))
+                self.assertIn("test_add rebound to another of its functions",
+                              report["summary"])
+
+
 @needs_pytest
 class RewrittenSwapTest(AdversarialCase):
     """The rewritten code of a test module changed between golem's plugin and pytest's loader,

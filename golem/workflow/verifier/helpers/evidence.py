@@ -90,6 +90,7 @@ _sep, _isinstance, _type, _vars, _callable = os.sep, isinstance, type, vars, cal
 _id, _set, _map, _len, _sum, _all, _list = id, set, map, len, sum, all, list
 _ModuleType = _type(sys)
 _FunctionType = _type(lambda: None)
+_CodeType, _any = _type((lambda: None).__code__), any
 _DESCRIPTORS = (classmethod, staticmethod, property)
 _ESCAPES = {code: "\\u%04x" % code for code in (*range(32), *range(0xD800, 0xE000))}
 _ESCAPES.update({0x22: '\\"', 0x5C: "\\\\"})
@@ -971,7 +972,7 @@ class _ImportSeal:
                 return
             if _type(module) is _ModuleType:
                 space = module.__dict__
-                self.loaded[_id(space)] = (space, path if _type(path) is str else None)
+                self.loaded[_id(space)] = (space, path if _type(path) is str else None, ran)
         except Exception:
             return      # never in the way of the code under test: the module goes unrecorded
 
@@ -996,6 +997,36 @@ class _ImportSeal:
                     ok = False
             if not ok:
                 self.report("test module not loaded from its file: " + str(label))
+            elif _type(held[2]) is _CodeType:
+                self.as_defined(label, module.__dict__, held[2])
+
+    def as_defined(self, label, space, ran) -> None:
+        """A name the test module's code `ran` defines with `def` at its top must not hold a
+        function made from another of its top-level `def`s: code the module imports can
+        reach the half-built module and rebind one test to another's function, unseen by the
+        guard, which compares namespaces from collection on (the other test's file is
+        unchanged, so its origins say nothing; a function made elsewhere is the changed
+        file's)."""
+        made = {}
+        for code in ran.co_consts:
+            if _type(code) is _CodeType:
+                made.setdefault(code.co_name, []).append(code)
+        suspects = []       # names holding a function made from none of the name's code
+        for name, codes in made.items():
+            value = space.get(name)
+            if _type(value) is _FunctionType:
+                held = value.__code__
+                if not _any(held is code for code in codes):
+                    suspects.append((name, held))
+        if not suspects:
+            return
+        # a function of another name the module defines at its top (a decorator's inner
+        # function, made by code inside the module, is not one: that is how decorators work)
+        every = [code for codes in made.values() for code in codes]
+        for name, held in suspects:
+            if _any(held is code for code in every):
+                self.report(f"test module's {name} rebound to another of its functions: "
+                            + str(label))
 
 
 # frames reached through a traceback, a generator or coroutine, or sys._getframe (with `f_back`
