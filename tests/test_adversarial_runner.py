@@ -374,48 +374,46 @@ def __getattr__(name):
 """
 
 
+class _CaughtCase(AdversarialCase):
+    def assertCaughtSaying(self, cheat: str, says: str, modes=SANDBOXES,
+                           conftest: bool = False) -> None:
+        """`verify` of a pytest project whose calc.py the change makes `cheat`, in each
+        sandbox of `modes`: not VERIFIED, and the summary says `says`."""
+        files = {"calc.py": CALC, "tests/test_calc.py": PY_TESTS}
+        if conftest:
+            files["tests/conftest.py"] = "import calc\n"
+        for mode in modes:
+            with self.subTest(sandbox=mode):
+                repo = self.project(files, git_repo=True)
+                self.commit_change(repo, {"calc.py": cheat}, "cheat")
+                report = self.assertCheatCaught(self.verify(repo, command=PYTEST_CMD,
+                                                            sandbox=mode))
+                self.assertIn(says, report["summary"])
+
+
 @needs_pytest
-class NamespaceSwapTest(AdversarialCase):
+class NamespaceSwapTest(_CaughtCase):
     """A test rebound to another test's function of the same module after the module's code
     ran and before pytest collects it."""
 
     def test_a_test_rebound_before_collection_is_seen(self):
-        for mode in SANDBOXES:
-            with self.subTest(sandbox=mode):
-                repo = self.project({"calc.py": CALC, "tests/test_calc.py": PY_TESTS},
-                                    git_repo=True)
-                self.commit_change(repo, {"calc.py": NAMESPACE_SWAP}, "cheat")
-                report = self.assertCheatCaught(self.verify(repo, command=PYTEST_CMD,
-                                                            sandbox=mode))
-                self.assertIn("test_add rebound to another of its functions",
-                              report["summary"])
+        self.assertCaughtSaying(NAMESPACE_SWAP, "test_add rebound to another of its functions")
 
 
 @needs_pytest
-class RewrittenSwapTest(AdversarialCase):
+class RewrittenSwapTest(_CaughtCase):
     """The rewritten code of a test module changed between golem's plugin and pytest's loader,
     by code that puts everything back before the guard looks."""
 
     def test_code_swapped_on_its_way_to_the_loader_is_seen(self):
-        for mode in SANDBOXES:
-            with self.subTest(sandbox=mode):
-                repo = self.project({"calc.py": CALC, "tests/test_calc.py": PY_TESTS,
-                                     "tests/conftest.py": "import calc\n"},
-                                    git_repo=True)
-                self.commit_change(repo, {"calc.py": SWAP_REWRITTEN}, "cheat")
-                report = self.assertCheatCaught(self.verify(repo, command=PYTEST_CMD,
-                                                            sandbox=mode))
-                self.assertIn("not as pytest rewrites it: tests/test_calc.py",
-                              report["summary"])
+        self.assertCaughtSaying(SWAP_REWRITTEN, "not as pytest rewrites it: tests/test_calc.py",
+                                conftest=True)
 
     @unittest.skipUnless(sys.version_info[:2] == (3, 11), "Python 3.11's instruction layout")
     def test_code_equal_to_golem_s_but_running_otherwise_is_seen(self):
         self.assertNotEqual(SWAP_ADAPTIVE, SWAP_REWRITTEN)
-        repo = self.project({"calc.py": CALC, "tests/test_calc.py": PY_TESTS,
-                             "tests/conftest.py": "import calc\n"}, git_repo=True)
-        self.commit_change(repo, {"calc.py": SWAP_ADAPTIVE}, "cheat")
-        report = self.assertCheatCaught(self.verify(repo, command=PYTEST_CMD))
-        self.assertIn("not as pytest rewrites it: tests/test_calc.py", report["summary"])
+        self.assertCaughtSaying(SWAP_ADAPTIVE, "not as pytest rewrites it: tests/test_calc.py",
+                                modes=["none"], conftest=True)
 
 
 @needs_pytest
