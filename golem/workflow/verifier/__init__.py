@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypeVar
 
 from golem.core import cancel
 from golem.core.errors import Cancelled, OutOfTime, UsageError
@@ -215,7 +215,10 @@ def _runner_modules(plan: Plan, cwd: str, env: dict[str, str], wrap,
     return discover(plan.interpreter.executable, names, cwd, env, wrap)
 
 
-def _meanwhile(action: Callable[[], list[str]]) -> Callable[[], list[str] | None]:
+T = TypeVar("T")
+
+
+def _meanwhile(action: Callable[[], T]) -> Callable[[], T | None]:
     """Start `action` in a thread of its own (stopped with the attempt, if any); the function
     returned waits for its result: None where it failed."""
     box: list = []
@@ -231,7 +234,7 @@ def _meanwhile(action: Callable[[], list[str]]) -> Callable[[], list[str] | None
     thread = threading.Thread(target=body, daemon=True)
     thread.start()
 
-    def result() -> list[str] | None:
+    def result() -> T | None:
         thread.join()
         return box[0] if box else None
 
@@ -281,10 +284,10 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             # no other process may write (commands that run unconfined could write any)
             staged = tempfile.mkdtemp(prefix="compiled-", dir=phase.root) \
                 if sealed and tag is not None else None
-            compiled = _meanwhile(lambda: [str(compile_sources(
+            compiled = _meanwhile(lambda: compile_sources(
                 plan.interpreter.executable, tag, master, [cwd, helpers], staged,
                 run.env(env.env), _wrap(env, cwd, (staged,), (helpers, master, *read_only),
-                                        (), tools), into=staged))]) if staged else lambda: []
+                                        (), tools), into=staged)) if staged else lambda: 0
             try:
                 probe(plan.interpreter, cwd, trees, run.env(env.env), wrap)
             finally:
@@ -303,6 +306,7 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
                                 cwd, run.root, run.env(env.env), writer)
                 if staged:
                     bytecode.place_compiled(staged, master, tag)
+                    tree.remove_tree(staged)    # moved: its copies are in the cache now
                 else:
                     compile_sources(plan.interpreter.executable, tag, master, [cwd, helpers],
                                     run.root, run.env(env.env), writer)

@@ -204,7 +204,7 @@ def compile_sources(interpreter: str, tag: str, master: str, roots: list[str], s
 
 
 def place_compiled(out: str, master: str, tag: str) -> int:
-    """Move into golem's cache what `compile_sources` compiled into `out`: each regular file
+    """Copy into golem's cache what `compile_sources` compiled into `out`: each regular file
     named as it names them (a SHA-256 in hex, `.pyc`), never through a link."""
     names = set()
     try:
