@@ -17,8 +17,8 @@ import unittest
 
 from golem.tools import sandbox
 
-from tests.adversarial import (PYTEST_CMD, QUICK, UNITTEST_CMD, AdversarialCase, invoke,
-                               needs_pytest, write)
+from tests.adversarial import (HAVE_PYTEST, PYTEST_CMD, QUICK, UNITTEST_CMD, AdversarialCase,
+                               invoke, needs_pytest, write)
 from tests.fixtures import git, read
 
 SANDBOXES = ["none"] + (["bwrap"] if shutil.which("bwrap")
@@ -264,6 +264,58 @@ class InstanceStateTest(AdversarialCase):
         repo = self.project({"calc.py": CALC, "tests/test_calc.py": tests}, git_repo=True)
         self.commit_change(repo, {"calc.py": cheat}, "cheat")
         self.assertCheatCaught(self.verify(repo), failing="test_sum")
+
+    def test_a_table_held_by_the_class(self):
+        # the first test's call gives the test class a property that answers for every
+        # test's own table: unittest reads the property, each test's own table stays as it was
+        # (its getter is a dict's method: no code of the tree to name among the origins)
+        cheat = ("import collections\nimport sys\n\n\ndef add(a, b):\n"
+                 "    fake = {int: 'assertLessEqual'}\n"
+                 "    case = sys.modules['unit' + 'test'].TestCase\n"
+                 "    for cls in case.__subclasses__():\n"
+                 "        cls._type_equality_funcs = property(\n"
+                 "            collections.defaultdict(lambda: fake).__getitem__)\n"
+                 "    return a - b\n\n\ndef mul(a, b):\n    return a * b\n")
+        repo = self.project({"calc.py": CALC, "tests/test_calc.py": UNIT_TESTS}, git_repo=True)
+        self.commit_change(repo, {"calc.py": cheat}, "cheat")
+        report = self.assertCheatCaught(self.verify(repo))
+        self.assertIn("assertEqual table of test_calc.TestCalc.test_add, held by its class",
+                      report["summary"])
+
+    def test_a_property_given_to_a_test_class(self):
+        # the class's expected value becomes a property whose getter is the tree's code
+        tests = ("import unittest\n\nfrom calc import add, mul\n\n\n"
+                 "class TestCalc(unittest.TestCase):\n    expected = 5\n\n"
+                 "    def test_add(self):\n        self.assertEqual(add(2, 3), self.expected)\n\n"
+                 "    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n")
+        cheat = ("import sys\n\n\ndef add(a, b):\n"
+                 "    for cls in sys.modules['unit' + 'test'].TestCase.__subclasses__():\n"
+                 "        cls.expected = property(lambda self: -1)\n    return a - b\n\n\n"
+                 "def mul(a, b):\n    return a * b\n")
+        repo = self.project({"calc.py": CALC, "tests/test_calc.py": tests}, git_repo=True)
+        self.commit_change(repo, {"calc.py": cheat}, "cheat")
+        self.assertCheatCaught(self.verify(repo))
+
+    def test_the_runner_s_own_method_given_to_a_test_class(self):
+        # a test of another module runs first; its call gives the failing test's class
+        # unittest's own assertLessEqual as its assertEqual (no code of the tree, no frame)
+        cheat = ("import sys\n\n\ndef add(a, b):\n    return a - b\n\n\n"
+                 "def mul(a, b):\n    case = sys.modules['unit' + 'test'].TestCase\n"
+                 "    for cls in case.__subclasses__():\n"
+                 "        if cls.__name__ == 'TestCalc':\n"
+                 "            cls.assertEqual = case.assertLessEqual\n    return a * b\n")
+        first = ("import unittest\n\nfrom calc import mul\n\n\n"
+                 "class TestA(unittest.TestCase):\n    def test_mul(self):\n"
+                 "        self.assertEqual(mul(2, 3), 6)\n")
+        only_add = UNIT_TESTS.split("\n\n    def test_mul")[0] + "\n"
+        for command in (UNITTEST_CMD, PYTEST_CMD) if HAVE_PYTEST else (UNITTEST_CMD,):
+            with self.subTest(command=command):
+                repo = self.project({"calc.py": CALC, "tests/test_a.py": first,
+                                     "tests/test_calc.py": only_add}, git_repo=True)
+                self.commit_change(repo, {"calc.py": cheat}, "cheat")
+                # the guard's finding fails the run (the test's own record says passed)
+                report = self.assertNotVerified(self.verify(repo, command=command))
+                self.assertIn("replaced test_calc.TestCalc.assertEqual", report["summary"])
 
     def test_the_scan_names_the_reach(self):
         repo = self.project({"calc.py": CALC, "tests/test_calc.py": UNIT_TESTS}, git_repo=True)

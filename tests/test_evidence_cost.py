@@ -230,5 +230,55 @@ class DriverTest(unittest.TestCase):
         self.assertFalse(result.passed)
 
 
+
+DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golem",
+                      "workflow", "verifier", "helpers", "unittest_driver.py")
+
+
+class Counted:
+    """A stream that counts its writes and flushes."""
+
+    def __init__(self):
+        self.writes, self.flushes = [], 0
+
+    def write(self, text):
+        self.writes.append(text)
+
+    def flush(self):
+        self.flushes += 1
+
+
+class RunnerStreamTest(unittest.TestCase):
+    """The driver's runner writes its dots without a flush for each (a write to golem's pipe
+    per test); a verbose run, whose lines name each test before it runs, flushes as
+    unittest does."""
+
+    def setUp(self):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("golem_driver_under_test", DRIVER)
+        self.driver = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.driver)
+
+    def run_with(self, verbosity: int) -> Counted:
+        class Many(unittest.TestCase):
+            pass
+        for i in range(40):
+            setattr(Many, f"test_{i:02d}", lambda self: None)
+        stream = Counted()
+        suite = unittest.defaultTestLoader.loadTestsFromTestCase(Many)
+        result = self.driver._Runner(stream=stream, verbosity=verbosity).run(suite)
+        self.assertEqual(result.testsRun, 40)
+        return stream
+
+    def test_dots_are_not_flushed_one_by_one(self):
+        stream = self.run_with(1)
+        self.assertEqual("".join(stream.writes).count("."), 40 + 1)     # and "Ran 40 tests in"
+        self.assertLess(stream.flushes, 3)
+        self.assertIn(stream, self.driver._STREAMS)     # flushed before the driver leaves
+
+    def test_a_verbose_run_flushes_as_unittest_does(self):
+        self.assertGreaterEqual(self.run_with(2).flushes, 40)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -302,6 +302,13 @@ def _own(klass) -> bool:
 
 
 _DEFINED = {}   # class -> (it, cwd, its namespace's size, (files, names) of what it defines)
+_PARTS = tuple(vars(property)[name].__get__ for name in ("fget", "fset", "fdel"))
+
+
+def _property_parts(value) -> list:
+    """A property's getter, setter and deleter, read as `property` keeps them (a subclass
+    that answers otherwise is not asked)."""
+    return [part(value) for part in _PARTS]
 
 
 def _defined(klass, cwd: str) -> tuple:
@@ -322,6 +329,12 @@ def _defined(klass, cwd: str) -> tuple:
             rel = paths.get(path, paths)
             if rel is paths:
                 rel = paths[path] = relative(path, cwd)
+        elif _isinstance(value, property):     # its getter, setter and deleter
+            for part in _property_parts(value):
+                rel = origin(part, cwd) if part is not None else None
+                if rel and rel not in files:
+                    files.append(rel)
+            continue
         elif _callable(value) or _isinstance(value, _DESCRIPTORS):
             rel = origin(getattr(value, "__func__", value), cwd)
         else:
@@ -438,6 +451,25 @@ def namespace(objects) -> list:
                 kept[key] = identity(value)
         found.append((label, space, kept))
     return found, len(_SET)
+
+
+def gained(before, names) -> list:
+    """Labels of members named like one of `names` (what unittest's TestCase defines) that a
+    class of `namespace` (a class's namespace, not a module's) holds now and did not hold as a
+    function, class or descriptor at collection: a test class that gained its own
+    `assertEqual` (or `run`, `setUp`, ...) from code that ran with the tests answers in
+    unittest's stead, with code that need not come from the tree."""
+    snapshot, _ = before
+    found = []
+    for label, space, kept in snapshot:
+        if _type(space) is dict:
+            continue        # a module's
+        for name in names:
+            if name in space and name not in kept:
+                value = space.get(name)
+                if _callable(value) or _isinstance(value, _DESCRIPTORS):
+                    found.append(label + "." + name)
+    return found
 
 
 def rebound(before) -> list:

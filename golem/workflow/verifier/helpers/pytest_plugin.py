@@ -15,11 +15,14 @@ collection.
 
 import os
 import sys
+import unittest     # loaded already: pytest's own support for unittest's test cases
 
 FAILING = ("failed", "error")
 STORE = "@pytest"       # where golem's cache keeps rewritten test modules, below the prefix
 RANK = {"error": 5, "failed": 4, "xpass": 3, "xfail": 2, "skipped": 1, "passed": 0}
 MACHINERY = ("_pytest", "pytest", "pluggy", "doctest")
+# what a unittest test class inherits from unittest (its assertEqual, run, setUp, ...)
+CASE_NAMES = tuple(name for name in dir(unittest.TestCase) if not name.startswith("__"))
 
 
 class Plugin:
@@ -145,6 +148,7 @@ class Plugin:
         self.evidence.imported([])      # the import system's settings as they were
         replaced = self.evidence.changed(self.before, self._machinery())
         replaced += self.evidence.rebound(self.collected)
+        replaced += self.evidence.gained(self.collected, CASE_NAMES)
         if self.plugins is not None:    # registered while the tests ran: not the project's
             replaced += [f"pytest's plugins (registered while the tests ran: {name})"
                          for key, (_, name) in self._plugins(session.config).items()
