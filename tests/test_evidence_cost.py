@@ -108,6 +108,35 @@ MANY = textwrap.dedent("""\
     """)
 
 
+class PiecewiseTest(unittest.TestCase):
+    """The stream read as it arrives, in pieces of any size, reads as the whole does."""
+
+    def test_pieces_read_as_the_whole(self):
+        import random
+        from golem.workflow.verifier.suite import _StreamReader
+        streams = [stream(START, COLLECTED, group(["m.C.a", "m.C.b"]),
+                          group(["m.C.c"], "failed", ["m.py", "lib.py"]), END),
+                   stream(START, COLLECTED, group(["m.C.a", "m.C.zz"]), END),
+                   stream(START, COLLECTED, group(["m.C.a"]), END, seal=False),
+                   stream(START, COLLECTED, group(["m.C.a", "m.C.b", "m.C.c"]), END)[:-3],
+                   b"\r\n".join(stream(START, COLLECTED, END).splitlines()),
+                   stream(START, COLLECTED, END) + b"\n" + stream(END)]
+        rng = random.Random(7)
+        for raw in streams:
+            whole = read(raw)
+            for _ in range(20):
+                result = SuiteResult(0, False, "", 0.0, "unittest-json")
+                reader = _StreamReader(result, KEY)
+                at = 0
+                while at < len(raw):
+                    step = rng.randint(1, 40)
+                    reader.feed(raw[at:at + step])
+                    at += step
+                reader.finish(False)
+                self.assertEqual((result.tests, result.problem, result.files, result.origins),
+                                 (whole.tests, whole.problem, whole.files, whole.origins))
+
+
 class DriverTest(unittest.TestCase):
     """The unittest driver run as golem runs it."""
 

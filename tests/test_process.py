@@ -40,6 +40,28 @@ class RunTest(ProcessCase):
         self.assertEqual(done.argv[:2], [PY, "-c"])
         self.assertEqual(self.run_py("pass").exit_code, 0)
 
+    def test_records_are_handed_over_while_the_command_runs(self):
+        # the child writes a record, then waits for golem's side to have read it: it can
+        # only see the flag file if `records` was called before it exited
+        flag = os.path.join(self.dir, "read")
+        got = []
+
+        def records(chunk):
+            got.append(chunk)
+            if b"\n" in b"".join(got):
+                open(flag, "w").close()
+        code = ("import os, sys, time\n"
+                "os.write(int(os.environ['GOLEM_EVIDENCE_FD']), b'one\\ntw')\n"
+                "end = time.monotonic() + 30\n"
+                "while not os.path.exists(sys.argv[1]) and time.monotonic() < end:\n"
+                "    time.sleep(0.01)\n"
+                "os.write(int(os.environ['GOLEM_EVIDENCE_FD']), b'o\\n')\n"
+                "sys.exit(0 if os.path.exists(sys.argv[1]) else 7)\n")
+        done = self.run_py(code, flag, timeout=60, evidence=1000, records=records)
+        self.assertEqual(done.exit_code, 0, done.output)
+        self.assertEqual(b"".join(got), b"one\ntwo\n")
+        self.assertEqual(done.evidence, b"one\ntwo\n")
+
     def test_no_shell(self):
         done = run(["echo", "a;", "echo", "$HOME", "`id`", "|", "cat"], cwd=self.dir,
                    env=self.env, timeout=10)

@@ -112,16 +112,20 @@ class _Capture:
 class _Whole:
     """Keeps a stream whole up to `cap` bytes, and counts what it did not keep."""
 
-    def __init__(self, cap: int):
+    def __init__(self, cap: int, sink: Callable[[bytes], None] | None = None):
         self.cap = cap
         self.data = bytearray()
         self.total = 0
+        self.sink = sink
 
     def add(self, chunk: bytes) -> None:
         self.total += len(chunk)
         room = self.cap - len(self.data)
         if room > 0:
-            self.data += chunk[:room]
+            kept = chunk[:room]
+            self.data += kept
+            if self.sink is not None:
+                self.sink(kept)
 
 
 def _cut_head(data: bytes) -> bytes:
@@ -218,20 +222,22 @@ def _pidfd(pid: int) -> int:
 
 def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: int = 32_000,
         wrap: Callable[[list[str]], list[str]] | None = None,
-        evidence: int = 0, seal: bytes = b"") -> Completed:
+        evidence: int = 0, seal: bytes = b"",
+        records: Callable[[bytes], None] | None = None) -> Completed:
     """Run `argv` without a shell and return what happened; never raises for a bad program.
 
     stdin is /dev/null; stdout and stderr share one pipe. On timeout the whole process group
     gets SIGTERM, then SIGKILL, and the output so far is kept. `wrap` rewrites the argv just
     before spawning (an OS sandbox wrapper). With `evidence` (a byte cap), the command also
     gets a second pipe, named in its environment as GOLEM_EVIDENCE_FD, and what it writes
-    there comes back whole (up to the cap) in `Completed.evidence`. With `seal` (a key, up to
+    there comes back whole (up to the cap) in `Completed.evidence`, and is handed to `records`
+    piece by piece as it arrives (what the cap keeps of it). With `seal` (a key, up to
     a pipe's buffer), a third pipe holding it is named as GOLEM_SEAL_FD.
     """
     argv = list(argv)
     spawn = wrap(list(argv)) if wrap is not None else argv
     capture = _Capture(cap)
-    record_capture = _Whole(evidence) if evidence else None
+    record_capture = _Whole(evidence, records) if evidence else None
     timed_out = False
     start = time.monotonic()
     records = -1

@@ -29,8 +29,10 @@ Detection, when `-test` is absent (first rule that matches wins):
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import re
@@ -45,6 +47,7 @@ from golem.workflow.verifier.interpreter import Interpreter
 from golem.workflow.verifier.scratch import RunScratch
 
 FAILING = ("failed", "error")
+_FAILING = frozenset(FAILING)
 OUTCOMES = frozenset({"passed", "failed", "error", "skipped", "xfail", "xpass"})
 EVIDENCE = {"unittest": "unittest-json", "pytest": "pytest-json", "go": "go-json",
             "node": "node-json", "jest": "jest-json"}
@@ -91,7 +94,9 @@ class SuiteResult:
 
     @property
     def failing(self) -> list[str]:
-        return sorted(t for t, o in (self.tests or {}).items() if o in FAILING)
+        tests = self.tests or {}
+        # picked in C: asked for several times of a run with tens of thousands of tests
+        return sorted(itertools.compress(tests, map(_FAILING.__contains__, tests.values())))
 
     @property
     def passed(self) -> bool:
@@ -128,10 +133,7 @@ class SuiteResult:
 def _counts(tests: dict[str, str] | None) -> dict[str, int] | None:
     if tests is None:
         return None
-    counts: dict[str, int] = {}
-    for outcome in tests.values():
-        counts[outcome] = counts.get(outcome, 0) + 1
-    return counts
+    return dict(collections.Counter(tests.values()))
 
 
 def is_python(program: str) -> bool:
@@ -408,14 +410,18 @@ def run_suite(plan: Plan, *, cwd: str, env: dict[str, str], run: RunScratch, hel
         cap = max(cap, GO_CAP)
     streams = plan.runner in ("unittest", "pytest")
     key = os.urandom(32) if streams else b""      # this run's seal, known to golem alone
+    result = SuiteResult(None, False, "", 0.0, "exit-code")
+    reader = _StreamReader(result, key) if streams else None    # read while the tests run
     done = process.run(argv, cwd=cwd, env=run.env(env), timeout=timeout, cap=cap, wrap=wrap,
-                       evidence=RECORDS_CAP if streams else 0, seal=key)
-    result = SuiteResult(done.exit_code, done.timed_out, done.output, done.elapsed, "exit-code")
+                       evidence=RECORDS_CAP if streams else 0, seal=key,
+                       records=reader.feed if reader is not None else None)
+    result.exit_code, result.timed_out, result.output, result.elapsed = \
+        done.exit_code, done.timed_out, done.output, done.elapsed
     if plan.runner not in EVIDENCE:
         return result
     result.evidence = EVIDENCE[plan.runner]
-    if streams:
-        _read_stream(result, done.evidence, done.evidence_truncated, key)
+    if reader is not None:
+        reader.finish(done.evidence_truncated)
     elif plan.runner == "go":
         result.tests, result.pseudo, result.output, result.problem = runners.parse_go(
             done.output)
@@ -493,59 +499,84 @@ def _read_tests(result: SuiteResult, record: dict, ids: list, outcome: str,
     return None, False
 
 
-def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = b"") -> None:
-    """Fill `result` from the records golem's driver or plugin streamed during the run. With
-    `key`, the stream must end with the seal only the driver's own `main` can have asked for,
-    after the runner returned; and it must hold the runner's own collection, and every test
-    it reports must be one collected (import and setup errors aside), reported once."""
-    tests: dict[str, str] = {}
-    replaced: list[str] = []
-    started = ended = sealed = False
-    end: dict = {}
-    problem = None
-    collected: dict[str, int] | None = None
-    left: dict[str, int] = {}       # test id -> how many more reports it may have
-    forged = False
-    decode = json.JSONDecoder().decode
-    for number, line in enumerate(raw.splitlines(), 1):
+class _StreamReader:
+    """Reads the records golem's driver or plugin streams during a run into `result`, one
+    line at a time as they arrive (`line`, from the pipe's reader while the tests still run,
+    so the reading costs the run no time of its own), then judges the whole (`finish`).
+    With `key`, the stream must end with the seal only the driver's own `main` can have asked
+    for, after the runner returned; and it must hold the runner's own collection, and every
+    test it reports must be one collected (import and setup errors aside), reported once."""
+
+    def __init__(self, result: SuiteResult, key: bytes = b""):
+        self.result, self.key = result, key
+        self.tests: dict[str, str] = {}
+        self.replaced: list[str] = []
+        self.started = self.ended = self.sealed = False
+        self.end: dict = {}
+        self.problem: str | None = None
+        self.collected: dict[str, int] | None = None
+        self.left: dict[str, int] = {}      # test id -> how many more reports it may have
+        self.forged = False
+        self.number = 0
+        self.done = False       # a problem was found: nothing after it is read
+        self.pending: list[bytes] = []      # the start of a line whose end has not arrived
+        self.decode = json.JSONDecoder().decode
+
+    def feed(self, chunk: bytes) -> None:
+        """Bytes of the stream as they arrive: each line they complete is read (each byte
+        joined once, however many pieces a long line arrives in)."""
+        if self.done:
+            return
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            self.pending.append(chunk)
+            return
+        whole = b"".join([*self.pending, chunk[:cut]])
+        self.pending = [chunk[cut + 1:]] if cut + 1 < len(chunk) else []
+        for piece in whole.split(b"\n"):
+            # what bytes.splitlines makes of it ("\r" ends a line too)
+            for line in piece.splitlines() if piece else (b"",):
+                if not self.line(line):
+                    return
+
+    def line(self, line: bytes) -> bool:
+        """One record; False once a problem ends the reading."""
+        if self.done:
+            return False
+        self.number += 1
+        number, result = self.number, self.result
         try:
-            record = decode(line.decode("utf-8", "surrogatepass"))
+            record = self.decode(line.decode("utf-8", "surrogatepass"))
         except ValueError:
-            problem = f"record {number} of the evidence is not JSON"
-            break
+            return self._stop(f"record {number} of the evidence is not JSON")
         kind = record.get("e") if isinstance(record, dict) else None
-        if sealed:
-            problem = "evidence arrived after the run's seal"
-            break
+        if self.sealed:
+            return self._stop("evidence arrived after the run's seal")
         if kind == "seal":
-            if not ended or not key or not hmac.compare_digest(
-                    str(record.get("mac", "")), seal_mac(key)):
-                forged = True
-                problem = "the evidence carries a seal golem did not make"
-                break
-            sealed = True
-            continue
+            if not self.ended or not self.key or not hmac.compare_digest(
+                    str(record.get("mac", "")), seal_mac(self.key)):
+                self.forged = True
+                return self._stop("the evidence carries a seal golem did not make")
+            self.sealed = True
+            return True
         if kind == "audit":
             event = record.get("event")
             if isinstance(event, str):
                 result.audit.add(event[:100])
-            continue
-        if ended:
-            problem = "evidence arrived after the run's last record"
-            break
+            return True
+        if self.ended:
+            return self._stop("evidence arrived after the run's last record")
         if kind == "start":
-            if started:
-                problem = "the evidence started twice"
-                break
-            started = True
+            if self.started:
+                return self._stop("the evidence started twice")
+            self.started = True
         elif kind == "config":
             result.config = {k: record.get(k) for k in ("rootdir", "inifile", "confcutdir")}
         elif kind == "collected":
             ids = record.get("ids")
-            if collected is not None:
-                forged = True
-                problem = "the evidence holds two collections"
-                break
+            if self.collected is not None:
+                self.forged = True
+                return self._stop("the evidence holds two collections")
             ids = ids if isinstance(ids, list) else []
             # id -> how many times the runner collected it (most often, each once)
             collected = dict.fromkeys(ids, 1) if set(map(type, ids)) <= {str} else None
@@ -554,20 +585,21 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = 
                 for each in ids:
                     if isinstance(each, str):
                         collected[each] = collected.get(each, 0) + 1
-            before, left = left, collected     # counted down as the tests are reported
+            self.collected = collected
+            before, self.left = self.left, collected    # counted down as tests are reported
             for each, count in before.items():      # reported before the collection
-                left[each] = left.get(each, 1) + count - 1
+                self.left[each] = self.left.get(each, 1) + count - 1
         elif kind == "test" or kind == "tests":
             ids = [record.get("id")] if kind == "test" else record.get("ids")
             outcome = record.get("outcome")
             if not isinstance(ids, list) or outcome not in OUTCOMES:
-                problem = f"record {number} of the evidence is malformed"
-                break
-            why, fake = _read_tests(result, record, ids, outcome, tests, left, bool(key))
+                return self._stop(f"record {number} of the evidence is malformed")
+            why, fake = _read_tests(result, record, ids, outcome, self.tests, self.left,
+                                    bool(self.key))
             if why:
-                problem = why if fake else f"record {number} of the evidence is malformed"
-                forged = bool(fake)
-                break
+                self.forged = bool(fake)
+                return self._stop(why if fake else f"record {number} of the evidence is "
+                                  "malformed")
         elif kind == "read":
             path, by = record.get("path"), record.get("by")
             if isinstance(path, str) and isinstance(by, str):
@@ -585,35 +617,62 @@ def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = 
             if isinstance(record.get("message"), str) and len(result.notes) < 20:
                 result.notes.append(record["message"][:500])
         elif kind == "guard":
-            replaced += [str(r) for r in record.get("replaced") or []]
+            self.replaced += [str(r) for r in record.get("replaced") or []]
         elif kind == "end":
-            ended, end = True, record
-    if replaced:
-        # not a test: it stands for the whole run, which cannot be trusted
-        test_id = ("golem: the code under test replaced " + ", ".join(replaced[:5])
-                   + (" and more" if len(replaced) > 5 else ""))
-        tests[test_id] = "error"
-        result.pseudo.add(test_id)
-    result.tests = tests
-    if problem is None and truncated:
-        problem = "the evidence was too long to keep whole"
-    if problem is None and not started:
-        problem = "the runner never started: the result file was missing"
-    if problem is None and not ended:
-        problem = ("the run did not finish (no last record): the suite exited early or was "
-                   "cut short")
-    if key and not sealed:
-        problem = problem or ("the evidence is not sealed: golem's driver never reached its "
-                              "own end (the test process left early or became another "
-                              "program, or the records are not the driver's)")
-        forged = True
-    if forged:      # nothing in it is evidence that a test passed; a failure still counts
-        result.tests = {t: o for t, o in result.tests.items() if o in FAILING}
-        result.files = {t: f for t, f in result.files.items() if t in result.tests}
-        result.origins = {t: o for t, o in result.origins.items() if t in result.tests}
-        result.pseudo &= set(result.tests)
-    if problem is None and isinstance(end.get("exit"), int) and result.exit_code is not None \
-            and not result.timed_out and end["exit"] != result.exit_code:
-        problem = (f"the process exited {result.exit_code} after the runner finished with "
-                   f"{end['exit']}: something ran after the end")
-    result.problem = problem
+            self.ended, self.end = True, record
+        return True
+
+    def _stop(self, problem: str) -> bool:
+        self.problem, self.done = problem, True
+        return False
+
+    def finish(self, truncated: bool) -> None:
+        """The whole stream read (a last line without its line break included): judge it.
+        `result`'s exit code and timing must be the run's by now."""
+        if self.pending and not self.done:
+            tail, self.pending = b"".join(self.pending), []
+            for line in tail.splitlines():
+                if not self.line(line):
+                    break
+        result, tests, problem, end = self.result, self.tests, self.problem, self.end
+        forged = self.forged
+        if self.replaced:
+            # not a test: it stands for the whole run, which cannot be trusted
+            replaced = self.replaced
+            test_id = ("golem: the code under test replaced " + ", ".join(replaced[:5])
+                       + (" and more" if len(replaced) > 5 else ""))
+            tests[test_id] = "error"
+            result.pseudo.add(test_id)
+        result.tests = tests
+        if problem is None and truncated:
+            problem = "the evidence was too long to keep whole"
+        if problem is None and not self.started:
+            problem = "the runner never started: the result file was missing"
+        if problem is None and not self.ended:
+            problem = ("the run did not finish (no last record): the suite exited early or "
+                       "was cut short")
+        if self.key and not self.sealed:
+            problem = problem or ("the evidence is not sealed: golem's driver never reached "
+                                  "its own end (the test process left early or became "
+                                  "another program, or the records are not the driver's)")
+            forged = True
+        if forged:      # nothing in it is evidence that a test passed; a failure still counts
+            result.tests = {t: o for t, o in result.tests.items() if o in FAILING}
+            result.files = {t: f for t, f in result.files.items() if t in result.tests}
+            result.origins = {t: o for t, o in result.origins.items() if t in result.tests}
+            result.pseudo &= set(result.tests)
+        if problem is None and isinstance(end.get("exit"), int) \
+                and result.exit_code is not None and not result.timed_out \
+                and end["exit"] != result.exit_code:
+            problem = (f"the process exited {result.exit_code} after the runner finished "
+                       f"with {end['exit']}: something ran after the end")
+        result.problem = problem
+
+
+def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = b"") -> None:
+    """Fill `result` from the whole stream `raw` (`_StreamReader`)."""
+    reader = _StreamReader(result, key)
+    for line in raw.splitlines():
+        if not reader.line(line):
+            break
+    reader.finish(truncated)
