@@ -155,9 +155,14 @@ class GradedTreeTest(_Fix):
                     code, report, _ = self.run_fix(
                         f"rewrite-{runner}", mode,
                         devenv.BUGGY_CORE + REWRITE.format(restore=True), files=files)
-                    self.assertEqual(report.get("verdict"), "FAILED", report.get("summary"))
+                    # FAILED by the copy's record; under pytest, when the bytes are back
+                    # before pytest's loader runs the module, REJECTED first: what it ran is
+                    # not pytest's rewriting of the file it names (rule 14)
+                    self.assertIn(report.get("verdict"), ("FAILED", "REJECTED"),
+                                  report.get("summary"))
                     self.assertIn("tests/test_calc.py", report["summary"])
-                    self.assertIn("which golem put in its copy", report["summary"])
+                    if report["verdict"] == "FAILED":
+                        self.assertIn("which golem put in its copy", report["summary"])
 
     def test_rewritten_under_strict_and_repeat(self):
         for restore in (False, True):

@@ -468,6 +468,147 @@ class RewrittenSwapTest(_CaughtCase):
                                 modes=["none"], conftest=True)
 
 
+# the code under test, imported by the half-built test module, finds it in sys.modules and
+# gives it a module `__getattr__`, which the runner calls when it looks for a name the module
+# lacks (unittest's `load_tests`, `setUpModule`; pytest's `pytest_plugins`, `pytestmark`)
+PLANT = """
+import sys
+
+
+def _plant(attr):
+    for module in list(sys.modules.values()):
+        if (getattr(module, "__file__", None) or "").endswith("test_calc.py"):
+            module.__getattr__ = attr
+            return module
+"""
+# unittest: `load_tests` hands over a subclass of the same name whose test_add is test_mul's
+LOAD_TESTS = CALC + PLANT + """
+
+def _load(loader, tests, pattern):
+    out = loader.suiteClass()
+    for suite in tests:
+        for test in suite:
+            cls = type(test)
+            if test._testMethodName == "test_add":
+                cls = type(cls.__name__, (cls,), {"test_add": vars(cls)["test_mul"],
+                                                  "__module__": cls.__module__,
+                                                  "__qualname__": cls.__qualname__})
+            out.addTest(cls(test._testMethodName))
+    return out
+
+
+def _attr(name):
+    if name == "load_tests":
+        return _load
+    raise AttributeError(name)
+
+
+_plant(_attr)
+"""
+# the class's test_add rebound to test_mul's function at the runner's first lookup, and the
+# `__getattr__` taken away again (pytest: a plain class, looked up for `pytest_plugins`)
+REBIND_MEMBER = CALC + PLANT + """
+
+def _attr(name):
+    cls = MODULE.TestCalc
+    cls.test_add = vars(cls)["test_mul"]
+    del MODULE.__getattr__
+    raise AttributeError(name)
+
+
+MODULE = _plant(_attr)
+"""
+# pytest: test_add replaced by a partial that does nothing, claiming test_add as what it wraps
+WRAPPED_NOTHING = CALC + PLANT + """
+
+def _attr(name):
+    import functools
+    if name == "pytest_plugins":
+        nothing = functools.partial(print, end="")
+        nothing.__wrapped__ = vars(MODULE)["test_add"]
+        MODULE.test_add = nothing
+        del MODULE.__getattr__
+    raise AttributeError(name)
+
+
+MODULE = _plant(_attr)
+"""
+# unittest: the member swapped at `setUpModule`'s lookup and put back at `tearDownModule`'s
+SWAP_AND_BACK = CALC + PLANT + """
+_SAVED = {}
+
+
+def _attr(name):
+    cls = MODULE.TestCalc
+    if name == "setUpModule" and not _SAVED:
+        _SAVED["f"] = vars(cls)["test_add"]
+        cls.test_add = vars(cls)["test_mul"]
+    elif name == "tearDownModule" and _SAVED:
+        cls.test_add = _SAVED.pop("f")
+    raise AttributeError(name)
+
+
+MODULE = _plant(_attr)
+"""
+PY_CLASS_TESTS = ("from calc import add, mul\n\n\nclass TestCalc:\n    def test_add(self):\n"
+                  "        assert add(2, 3) == 5\n\n    def test_mul(self):\n"
+                  "        assert mul(2, 3) == 6\n")
+# a test module that imports the code under test after its class: the code's import rebinds
+# the class's member directly
+LATE_IMPORT_TESTS = ("import unittest\n\n\nclass TestCalc(unittest.TestCase):\n"
+                     "    def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n\n"
+                     "    def test_mul(self):\n        self.assertEqual(calc.mul(2, 3), 6)\n\n\n"
+                     "import calc  # noqa: E402\n")
+LATE_REBIND = CALC + """
+import sys
+
+for _module in list(sys.modules.values()):
+    if (getattr(_module, "__file__", None) or "").endswith("test_calc.py"):
+        _cls = vars(_module)["TestCalc"]
+        _cls.test_add = vars(_cls)["test_mul"]
+"""
+
+
+class PlantedTest(AdversarialCase):
+    """Code under test reaching the half-built test module: a hook for the runner to call
+    planted in it, or a test rebound to another test's function, before collection."""
+
+    def caught(self, tests: str, cheat: str, says: str, command: str = UNITTEST_CMD) -> None:
+        for mode in SANDBOXES:
+            with self.subTest(sandbox=mode, says=says):
+                repo = self.project({"calc.py": CALC, "tests/test_calc.py": tests},
+                                    git_repo=True)
+                self.commit_change(repo, {"calc.py": cheat}, "cheat")
+                report = self.assertNotVerified(self.verify(repo, command=command,
+                                                            sandbox=mode))
+                self.assertIn(says, report["summary"])
+
+    def test_a_load_tests_planted(self):
+        self.caught(UNIT_TESTS, LOAD_TESTS, "__getattr__ put there from outside it: test_calc")
+
+    def test_a_member_swapped_and_put_back_through_the_module_hooks(self):
+        self.caught(UNIT_TESTS, SWAP_AND_BACK, "__getattr__ put there from outside it")
+
+    def test_a_member_rebound_by_the_import_after_the_class(self):
+        self.caught(LATE_IMPORT_TESTS, LATE_REBIND,
+                    "TestCalc.test_add rebound to another of its module's functions")
+
+    def test_a_member_rebound_through_load_tests(self):
+        self.caught(UNIT_TESTS, REBIND_MEMBER,
+                    "TestCalc.test_add rebound to another of its module's functions")
+
+    @needs_pytest
+    def test_a_plain_class_member_rebound_through_pytest_plugins(self):
+        self.caught(PY_CLASS_TESTS, REBIND_MEMBER,
+                    "TestCalc.test_add rebound to another of its module's functions",
+                    PYTEST_CMD)
+
+    @needs_pytest
+    def test_a_test_replaced_by_a_wrapper_of_nothing(self):
+        self.caught(PY_TESTS, WRAPPED_NOTHING, "__getattr__ put there from outside it",
+                    PYTEST_CMD)
+
+
 @needs_pytest
 class PluginRegisteredTest(AdversarialCase):
     """A pytest plugin registered while the tests run, from the code under test."""

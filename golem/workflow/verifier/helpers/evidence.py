@@ -840,8 +840,8 @@ def _audit(fd: int, sealer: list) -> None:
     seal = _ImportSeal(report, busy, root)
     del _TRUST[:]
     _TRUST.append(seal.trust)
-    global imported
-    imported = seal.imported
+    global imported, planted
+    imported, planted = seal.imported, seal.planted
     _addaudithook(hook)
 
 
@@ -879,6 +879,11 @@ def trust(code=None, rewritten=None) -> None:
 def imported(modules) -> None:
     """Check that each collected test module was loaded by the import system from its file
     (`_ImportSeal.imported`); a no-op until the audit hook is installed."""
+
+
+def planted(label, module) -> None:
+    """Check that a test module holds no runner hook its code does not name
+    (`_ImportSeal.planted`); a no-op until the audit hook is installed."""
 
 
 class _ImportSeal:
@@ -1031,6 +1036,26 @@ class _ImportSeal:
                 self.report("test module not loaded from its file: " + str(label))
             elif _type(held[2]) is _CodeType:
                 self.as_defined(label, module.__dict__, held[2])
+                self.classes_as_defined(label, module.__dict__, held[2])
+                self.planted(label, module)
+
+    def planted(self, label, module) -> None:
+        """A test module must not hold, under a name the runner looks up by itself
+        (`_HOOKS`: its `load_tests`, `setUpModule`, `pytest_plugins`, ..., or a module
+        `__getattr__`, which answers each such lookup of a name the module lacks), what its
+        own code never names: code the module imports can reach the half-built module and
+        put it there, for the runner to call. Checked when the runner is handed the module
+        (unittest's loader, pytest's look for `pytest_plugins`) and at collection."""
+        if _type(module) is not _ModuleType:
+            return
+        space = module.__dict__
+        held = self.loaded.get(_id(space))
+        if held is None or held[0] is not space or _type(held[2]) is not _CodeType:
+            return      # not loaded from a file: `imported` names it
+        names, starred = _named(held[2])
+        for hook in _HOOKS[:2] if starred else _HOOKS:
+            if hook in space and hook not in names:
+                self.report(f"test module's {hook} put there from outside it: {label}")
 
     def as_defined(self, label, space, ran) -> None:
         """A name the test module's code `ran` defines with `def` at its top must not hold a
@@ -1059,6 +1084,74 @@ class _ImportSeal:
             if _any(held is code for code in every):
                 self.report(f"test module's {name} rebound to another of its functions: "
                             + str(label))
+
+    def classes_as_defined(self, label, space, ran) -> None:
+        """The same for the classes the test module's code defines at its top (and the
+        classes they define): a name a class body defines with `def` must not hold a
+        function made from another `def` of the module, a method of this class or another
+        or a function at the top."""
+        every = _functions(ran)
+        pending = [(space.get(code.co_name), code) for code in ran.co_consts
+                   if _type(code) is _CodeType and not code.co_flags & _OPTIMIZED]
+        for _ in range(1000):
+            if not pending:
+                return
+            cls, body = pending.pop()
+            if not _isinstance(cls, _type):
+                continue
+            names = _class_dict(cls)
+            made = {}
+            for code in body.co_consts:
+                if _type(code) is not _CodeType:
+                    continue
+                if code.co_flags & _OPTIMIZED:
+                    made.setdefault(code.co_name, []).append(code)
+                else:       # a class defined in the class's body
+                    pending.append((names.get(code.co_name), code))
+            for name, codes in made.items():
+                value = names.get(name)
+                if _type(value) in (staticmethod, classmethod):
+                    value = value.__func__
+                if _type(value) is not _FunctionType:
+                    continue
+                held = value.__code__
+                if not _any(held is code for code in codes) and _id(held) in every \
+                        and every[_id(held)] is held:
+                    self.report(f"test class's {body.co_qualname}.{name} rebound to another "
+                                f"of its module's functions: {label}")
+
+
+_OPTIMIZED = 0x0001     # CO_OPTIMIZED: a function's code (a class body's and a module's lack it)
+# names a runner looks up on a test module by itself; the first two answer any lookup
+_HOOKS = ("__getattr__", "__dir__", "load_tests", "setUpModule", "tearDownModule",
+          "pytest_plugins", "pytestmark", "setup_module", "teardown_module",
+          "setup_function", "teardown_function", "__test__")
+_class_dict = vars(_type)["__dict__"].__get__      # a class's own namespace, asked of `type`
+
+
+def _named(code) -> tuple:
+    """(every name the code of a module, or code inside it, loads or stores, whether it
+    imports `*`)."""
+    names, pending, starred = _set(), [code], ("*",) in code.co_consts
+    while pending:
+        each = pending.pop()
+        names.update(each.co_names)
+        pending += [c for c in each.co_consts if _type(c) is _CodeType]
+    return names, starred
+
+
+def _functions(code) -> dict:
+    """id -> code of every function the module's code `code` makes, at its top and in the
+    bodies of its classes (at any depth)."""
+    found, pending = {}, [code]
+    while pending:
+        each = pending.pop()
+        for inner in each.co_consts:
+            if _type(inner) is _CodeType:
+                if inner.co_flags & _OPTIMIZED:
+                    found[_id(inner)] = inner
+                pending.append(inner)
+    return found
 
 
 # frames reached through a traceback, a generator or coroutine, or sys._getframe (with `f_back`

@@ -52,6 +52,16 @@ class Plugin:
         self.stream.emit(e="config", rootdir=self.root,
                          inifile=str(inifile) if inifile else None,
                          confcutdir=str(confcut) if confcut else None)
+        # each module pytest looks through for `pytest_plugins` (a test module right after
+        # its code ran, a conftest.py): no runner hook put there from outside its code
+        manager, planted = config.pluginmanager, self.evidence.planted
+        consider = manager.consider_module
+
+        def consider_module(module):
+            space = vars(module) if isinstance(module, type(os)) else {}
+            planted(self._rel(space.get("__file__")) or str(space.get("__name__")), module)
+            return consider(module)
+        manager.consider_module = consider_module
         # before any test module (or the code it imports) is collected
         self.before = self._machinery()
 

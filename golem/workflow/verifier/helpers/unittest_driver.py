@@ -208,6 +208,8 @@ def _equality(test, test_id, equality) -> list:
 
 
 _CLASSES = {}       # test class -> what its tests share (`_class`)
+_ModuleType = type(sys)
+_planted = evidence.planted     # the audit's once it is installed (`main`)
 
 
 def _record(test, outcome):
@@ -413,6 +415,13 @@ class _Loader(unittest.TestLoader):
         _Loader.top = os.path.abspath(top_level_dir or start_dir)
         return super().discover(start_dir, pattern, top_level_dir)
 
+    def loadTestsFromModule(self, module, *args, **kwargs):
+        # before unittest looks for the module's `load_tests`: no runner hook put there
+        # from outside its code
+        space = _vars(module) if _isinstance(module, _ModuleType) else {}
+        _planted(str(space.get("__name__")), module)    # named as at collection
+        return super().loadTestsFromModule(module, *args, **kwargs)
+
 
 def _flatten(suite):
     stack = [iter(suite)]
@@ -481,6 +490,8 @@ def main():
     sealed = evidence.Sealed.start(STREAM)      # before any code under test is imported
     evidence.trust()    # no loader but the standard library's
     evidence.watch_reads(STREAM, CWD)
+    global _planted
+    _planted = evidence.planted     # the audit's, bound before any code under test runs
     before = _machinery()
     try:
         program = _Program(module=None, argv=sys.argv, testRunner=_Runner,
