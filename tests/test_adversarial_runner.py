@@ -568,6 +568,36 @@ for _module in list(sys.modules.values()):
         _cls.test_add = vars(_cls)["test_mul"]
 """
 
+# the half-built test module's spec gets a name whose `__eq__` runs when the import system
+# looks the module up right after its code ran: test_add becomes a function of the standard
+# library, which does nothing (pytest: a module-level test; unittest: the class's member)
+SPEC_NAME = CALC + """
+import importlib
+import sys
+
+
+class _Name(str):
+    def __eq__(self, other):
+        space = vars(self.module)
+        if "test_add" in space:
+            self.module.test_add = importlib.invalidate_caches
+        for value in list(space.values()):
+            if isinstance(value, type) and "test_add" in vars(value):
+                value.test_add = object.__init__
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+for _module in list(sys.modules.values()):
+    _spec = getattr(_module, "__spec__", None)
+    if _spec is not None and getattr(_spec, "_initializing", False) \
+            and (getattr(_module, "__file__", None) or "").endswith("test_calc.py"):
+        _spec.name = _Name(_spec.name)
+        _spec.name.module = _module
+"""
+LATE_OUTSIDE = LATE_REBIND.replace('vars(_cls)["test_mul"]', "object.__init__")
+
 
 class PlantedTest(AdversarialCase):
     """Code under test reaching the half-built test module: a hook for the runner to call
@@ -591,16 +621,28 @@ class PlantedTest(AdversarialCase):
 
     def test_a_member_rebound_by_the_import_after_the_class(self):
         self.caught(LATE_IMPORT_TESTS, LATE_REBIND,
-                    "TestCalc.test_add rebound to another of its module's functions")
+                    "TestCalc.test_add rebound to another of its functions")
 
     def test_a_member_rebound_through_load_tests(self):
         self.caught(UNIT_TESTS, REBIND_MEMBER,
-                    "TestCalc.test_add rebound to another of its module's functions")
+                    "TestCalc.test_add rebound to another of its functions")
+
+    def test_a_member_rebound_to_code_from_outside_the_tree(self):
+        self.assertNotEqual(LATE_OUTSIDE, LATE_REBIND)
+        self.caught(LATE_IMPORT_TESTS, LATE_OUTSIDE,
+                    "TestCalc.test_add rebound to code from outside the tree")
+
+    def test_the_import_record_replaced(self):
+        self.caught(UNIT_TESTS, SPEC_NAME, "import record not plain (__spec__.name")
+
+    @needs_pytest
+    def test_the_import_record_replaced_under_pytest(self):
+        self.caught(PY_TESTS, SPEC_NAME, "import record not plain (__spec__.name", PYTEST_CMD)
 
     @needs_pytest
     def test_a_plain_class_member_rebound_through_pytest_plugins(self):
         self.caught(PY_CLASS_TESTS, REBIND_MEMBER,
-                    "TestCalc.test_add rebound to another of its module's functions",
+                    "TestCalc.test_add rebound to another of its functions",
                     PYTEST_CMD)
 
     @needs_pytest

@@ -317,15 +317,20 @@ def _defined(klass, cwd: str) -> tuple:
     shared by many test classes is read once, not once for each."""
     space = _vars(klass)
     held = _DEFINED.get(klass)
-    if held is not None and held[0] is klass and held[2] == _len(space) and held[1] == cwd:
-        return held[3]
+    if held is not None and held[0] is klass and held[1] == cwd:
+        if held[2] == _len(space):
+            return held[3]
+        grown = _grown(space, held)
+        if grown is not None:
+            return grown
     items = _list(space.items())
-    files, paths, function = [], {}, _FunctionType
+    files, paths, function, codes = [], {}, _FunctionType, {}
     for name, value in items:
         if _type(value) is function and getattr(value, "__wrapped__", None) is None:
             # `code_file`, read afresh (a function whose code was swapped included): one
             # audited read; its path made relative once
-            path = value.__code__.co_filename
+            code = codes[name] = value.__code__
+            path = code.co_filename
             rel = paths.get(path, paths)
             if rel is paths:
                 rel = paths[path] = relative(path, cwd)
@@ -342,7 +347,28 @@ def _defined(klass, cwd: str) -> tuple:
         if rel and rel not in files:
             files.append(rel)
     found = (files, [name for name, _ in items])
-    _DEFINED[klass] = (klass, cwd, _len(items), found)     # the class kept alive: a key
+    # the class kept alive (a key); the code of each plain function, for `classes_as_defined`
+    _DEFINED[klass] = (klass, cwd, _len(items), found, codes)
+    return found
+
+
+def _grown(space, held):
+    """What `_defined` found, when the class has only gained members that hold no code since
+    (unittest's `_classSetupFailed`, set on each test class when its tests start): the names
+    it defines then, kept for the new size; else None."""
+    names = held[3][1]
+    if _len(space) <= held[2] or _len(space) - held[2] > 8:
+        return None
+    known = _set(names)
+    added = [key for key in space if key not in known]
+    if _len(added) != _len(space) - held[2]:
+        return None     # a member went too
+    for key in added:
+        value = space.get(key)
+        if _callable(value) or _isinstance(value, _DESCRIPTORS):
+            return None
+    found = (held[3][0], names + added)
+    _DEFINED[held[0]] = (held[0], held[1], _len(space), found, held[4])
     return found
 
 
@@ -840,8 +866,8 @@ def _audit(fd: int, sealer: list) -> None:
     seal = _ImportSeal(report, busy, root)
     del _TRUST[:]
     _TRUST.append(seal.trust)
-    global imported, planted
-    imported, planted = seal.imported, seal.planted
+    global imported, planted, handed
+    imported, planted, handed = seal.imported, seal.planted, seal.handed
     _addaudithook(hook)
 
 
@@ -886,6 +912,12 @@ def planted(label, module) -> None:
     (`_ImportSeal.planted`); a no-op until the audit hook is installed."""
 
 
+def handed(label, module) -> list:
+    """Check a test module as the runner is handed it and return the namespaces for the
+    guard's snapshot (`_ImportSeal.handed`); nothing until the audit hook is installed."""
+    return []
+
+
 class _ImportSeal:
     """What the import system loads a test module from, pinned before any code under test
     runs (the audit hook calls it).
@@ -906,7 +938,7 @@ class _ImportSeal:
 
     __slots__ = ("report", "busy", "cwd", "prefix", "under", "hashed", "loaded", "trusted",
                  "early", "call", "exec_module", "source_loader", "sys", "normpath",
-                 "getframe", "ident", "kept", "reads", "loads", "magic", "sha256")
+                 "getframe", "ident", "kept", "reads", "loads", "magic", "sha256", "spec")
 
     def __init__(self, report, busy, cwd):
         import _imp
@@ -929,6 +961,7 @@ class _ImportSeal:
         self.exec_module = getattr(getattr(basics, "exec_module", None), "__code__", None)
         self.source_loader = getattr(external, "SourceFileLoader", None)
         self.kept = None        # (directory, pytest's version) of golem's rewritten modules
+        self.spec = getattr(bootstrap, "ModuleSpec", None)
         self.reads, self.loads, self.magic, self.sha256 = _read_all, _marshal_loads, \
             _MAGIC, _sha256
 
@@ -1035,9 +1068,62 @@ class _ImportSeal:
             if not ok:
                 self.report("test module not loaded from its file: " + str(label))
             elif _type(held[2]) is _CodeType:
+                self.plain_record(label, module)
                 self.as_defined(label, module.__dict__, held[2])
                 self.classes_as_defined(label, module.__dict__, held[2])
                 self.planted(label, module)
+
+    def handed(self, label, module) -> list:
+        """A test module as the runner is handed it, right after its code ran (unittest's
+        loader, pytest's look for `pytest_plugins`): checked as at collection (its import
+        record, its namespace, its classes', the hooks in it), and (label, namespace, the
+        module or class) of it and of the classes its code defines returned, for the guard to take its snapshot now
+        rather than after the runner collected: code the runner calls while it collects
+        (a value's `__class__`, a name's `__lt__`) cannot rebind a test unseen."""
+        if _type(module) is not _ModuleType:
+            return []
+        space = module.__dict__
+        name = space.get("__name__")
+        name = name if _type(name) is str else "?"
+        held = self.loaded.get(_id(space))
+        if held is None or held[0] is not space or _type(held[2]) is not _CodeType:
+            return [(name, space, module)]      # not filled by a loader: `imported` names it
+        self.plain_record(label, module)
+        self.as_defined(label, space, held[2])
+        classes = self.classes_as_defined(label, space, held[2]) or []
+        self.planted(label, module)
+        return [(name, space, module)] + [(name + "." + qualname, names, cls)
+                                          for qualname, names, cls in classes]
+
+    def plain_record(self, label, module) -> None:
+        """What the import system and the runners read off a test module by name must be of
+        the exact built-in kinds (its name, file, package, spec and the spec's name, the
+        names in its namespace, the keys of `sys.modules`): a subclass's `__eq__` runs when
+        the import system looks the module up right after its code ran, or when a runner
+        sorts its names."""
+        space, wrong = module.__dict__, []
+        for key in ("__name__", "__file__", "__package__"):
+            value = space.get(key)
+            if value is not None and _type(value) is not str:
+                wrong.append(key)
+        spec = space.get("__spec__")
+        if spec is not None:
+            if _type(spec) is not self.spec:
+                wrong.append("__spec__")
+            else:
+                fields = _instance_dict(spec)
+                for key in ("name", "origin"):
+                    value = fields.get(key)
+                    if value is not None and _type(value) is not str:
+                        wrong.append("__spec__." + key)
+        modules = self.sys.modules
+        if _type(modules) is not dict or _set(_map(_type, modules)) - _STR:
+            wrong.append("sys.modules")
+        if _set(_map(_type, space)) - _STR:
+            wrong.append("a name in it")
+        if wrong:
+            self.report(f"test module's import record not plain ({', '.join(wrong)}): "
+                        + str(label))
 
     def planted(self, label, module) -> None:
         """A test module must not hold, under a name the runner looks up by itself
@@ -1052,54 +1138,85 @@ class _ImportSeal:
         held = self.loaded.get(_id(space))
         if held is None or held[0] is not space or _type(held[2]) is not _CodeType:
             return      # not loaded from a file: `imported` names it
+        present = [hook for hook in _HOOKS if hook in space]
+        if not present:
+            return      # most modules: nothing to look up in their code
         names, starred = _named(held[2])
-        for hook in _HOOKS[:2] if starred else _HOOKS:
-            if hook in space and hook not in names:
+        for hook in present:
+            if hook not in names and (not starred or hook in _HOOKS[:2]):
                 self.report(f"test module's {hook} put there from outside it: {label}")
 
     def as_defined(self, label, space, ran) -> None:
-        """A name the test module's code `ran` defines with `def` at its top must not hold a
-        function made from another of its top-level `def`s: code the module imports can
-        reach the half-built module and rebind one test to another's function, unseen by the
-        guard, which compares namespaces from collection on (the other test's file is
-        unchanged, so its origins say nothing; a function made elsewhere is the changed
-        file's)."""
-        made = {}
+        """A name the test module's code `ran` defines with `def` at its top must hold, at
+        collection, the function that `def` made (or a decorator's function wrapping it):
+        code the module imports can reach the half-built module and rebind one test to
+        another's function (its file unchanged, so its origins say nothing), or to code
+        from outside the tree (a function of the standard library, a builtin, a `partial`),
+        unseen by the guard, which compares namespaces from then on."""
+        made, every = {}, None
         for code in ran.co_consts:
-            if _type(code) is _CodeType:
+            if _type(code) is _CodeType and code.co_flags & _OPTIMIZED:
                 made.setdefault(code.co_name, []).append(code)
-        suspects = []       # names holding a function made from none of the name's code
         for name, codes in made.items():
             value = space.get(name)
-            if _type(value) is _FunctionType:
-                held = value.__code__
-                if not _any(held is code for code in codes):
-                    suspects.append((name, held))
-        if not suspects:
-            return
-        # a function of another name the module defines at its top (a decorator's inner
-        # function, made by code inside the module, is not one: that is how decorators work)
-        every = [code for codes in made.values() for code in codes]
-        for name, held in suspects:
-            if _any(held is code for code in every):
-                self.report(f"test module's {name} rebound to another of its functions: "
-                            + str(label))
+            if _type(value) is _FunctionType and value.__code__ is codes[-1]:
+                continue        # most: the function its (last) def made
+            if every is None:
+                every = _functions(ran)
+            why = self.judged(value, codes, every)
+            if why:
+                self.report(f"test module's {name} rebound to {why}: {label}")
 
-    def classes_as_defined(self, label, space, ran) -> None:
+    def judged(self, value, codes, every):
+        """Why `value`, held by a name whose `def`s made `codes`, is not what they made:
+        "another of its functions" (a function made by another `def` of the module, `every`
+        by first line), "code from outside the tree" (a builtin, a `partial`, a function of
+        the standard library or an installed package, wrapping none of `codes`); or None (the
+        function a `def` made, a decorator's function that wraps it, a decorator's object)."""
+        kind = _type(value)
+        if kind is staticmethod or kind is classmethod:
+            value = value.__func__
+            kind = _type(value)
+        if _any(kind is other for other in _C_CALLABLES):
+            return "code from outside the tree"     # no code of its own: a def made none
+        if kind is not _FunctionType:
+            return None
+        outer, step = value.__code__, value
+        for _ in range(20):     # the function, and what it wraps (a decorator's work)
+            held = step.__code__
+            if _any(held is code for code in codes):
+                return None
+            step = step.__dict__.get("__wrapped__")
+            if _type(step) is not _FunctionType:
+                break
+        if _any(outer is other for other in every.get(outer.co_firstlineno, ())):
+            return "another of its functions"
+        if relative(outer.co_filename, self.cwd) is None:
+            return "code from outside the tree"
+        return None
+
+    def classes_as_defined(self, label, space, ran) -> list:
         """The same for the classes the test module's code defines at its top (and the
-        classes they define): a name a class body defines with `def` must not hold a
-        function made from another `def` of the module, a method of this class or another
-        or a function at the top."""
-        every = _functions(ran)
+        classes they define): a name a class body defines with `def` must hold what that
+        `def` made. The classes' names must be plain text too. Returns (qualified name,
+        namespace, class) of each class looked at."""
+        every, visited = None, []
         pending = [(space.get(code.co_name), code) for code in ran.co_consts
                    if _type(code) is _CodeType and not code.co_flags & _OPTIMIZED]
         for _ in range(1000):
             if not pending:
-                return
+                break
             cls, body = pending.pop()
             if not _isinstance(cls, _type):
                 continue
             names = _class_dict(cls)
+            visited.append((body.co_qualname, names, cls))
+            if _set(_map(_type, names)) - _STR or _type(names.get("__module__")) is not str \
+                    or _type(_type_name(cls)) is not str \
+                    or _type(_type_qualname(cls)) is not str:
+                # a name of another kind has methods of its own, run when a runner sorts
+                # or formats it
+                self.report(f"test class's names not plain text: {body.co_qualname}: {label}")
             made = {}
             for code in body.co_consts:
                 if _type(code) is not _CodeType:
@@ -1110,15 +1227,15 @@ class _ImportSeal:
                     pending.append((names.get(code.co_name), code))
             for name, codes in made.items():
                 value = names.get(name)
-                if _type(value) in (staticmethod, classmethod):
-                    value = value.__func__
-                if _type(value) is not _FunctionType:
-                    continue
-                held = value.__code__
-                if not _any(held is code for code in codes) and _id(held) in every \
-                        and every[_id(held)] is held:
-                    self.report(f"test class's {body.co_qualname}.{name} rebound to another "
-                                f"of its module's functions: {label}")
+                if _type(value) is _FunctionType and value.__code__ is codes[-1]:
+                    continue        # most: the function its (last) def made
+                if every is None:
+                    every = _functions(ran)
+                why = self.judged(value, codes, every)
+                if why:
+                    self.report(f"test class's {body.co_qualname}.{name} rebound to {why}: "
+                                + str(label))
+        return visited
 
 
 _OPTIMIZED = 0x0001     # CO_OPTIMIZED: a function's code (a class body's and a module's lack it)
@@ -1127,6 +1244,15 @@ _HOOKS = ("__getattr__", "__dir__", "load_tests", "setUpModule", "tearDownModule
           "pytest_plugins", "pytestmark", "setup_module", "teardown_module",
           "setup_function", "teardown_function", "__test__")
 _class_dict = vars(_type)["__dict__"].__get__      # a class's own namespace, asked of `type`
+_type_name = vars(_type)["__name__"].__get__        # its name and qualified name, the same way
+_type_qualname = vars(_type)["__qualname__"].__get__
+_instance_dict = _vars      # a ModuleSpec's own attributes (its exact type checked first)
+_STR = frozenset({str})
+# callables with no code of their own: builtins, slot wrappers, methods of builtin types,
+# and functools.partial
+_C_CALLABLES = (_type(len), _type(object.__init__), _type(str.join), _type(object().__str__),
+                _type(vars(dict)["fromkeys"]), getattr(sys.modules.get("_functools"), "partial",
+                                                       _type(len)))
 
 
 def _named(code) -> tuple:
@@ -1141,16 +1267,19 @@ def _named(code) -> tuple:
 
 
 def _functions(code) -> dict:
-    """id -> code of every function the module's code `code` makes, at its top and in the
-    bodies of its classes (at any depth)."""
+    """First line -> the code of every function the module's code `code` makes there with
+    `def`, at its top and in the bodies of its classes (at any depth), found again by
+    identity among the few of its line, without `id` (an audited call). A function made
+    inside another (a decorator's wrapper) is not one."""
     found, pending = {}, [code]
     while pending:
         each = pending.pop()
         for inner in each.co_consts:
             if _type(inner) is _CodeType:
                 if inner.co_flags & _OPTIMIZED:
-                    found[_id(inner)] = inner
-                pending.append(inner)
+                    found.setdefault(inner.co_firstlineno, []).append(inner)
+                else:
+                    pending.append(inner)       # a class's body
     return found
 
 

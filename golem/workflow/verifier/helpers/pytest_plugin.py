@@ -41,6 +41,8 @@ class Plugin:
         self.plugins = None
         self.last = (object(), None)    # the last item's path, and its file
         self.missed = []    # what pytest rewrote that golem's cache lacked (rewrite_from_cache)
+        self.early = []     # the guard's snapshots taken as each module was handed over
+        self.early_owners, self.early_kept = set(), []      # their modules and classes
 
     def _rel(self, path):
         return self.evidence.relative(str(path) if path is not None else None, self.cwd)
@@ -53,13 +55,20 @@ class Plugin:
                          inifile=str(inifile) if inifile else None,
                          confcutdir=str(confcut) if confcut else None)
         # each module pytest looks through for `pytest_plugins` (a test module right after
-        # its code ran, a conftest.py): no runner hook put there from outside its code
-        manager, planted = config.pluginmanager, self.evidence.planted
+        # its code ran, a conftest.py): checked, and the guard's snapshot of it and its
+        # classes taken before pytest collects from it
+        manager, handed = config.pluginmanager, self.evidence.handed
         consider = manager.consider_module
 
         def consider_module(module):
             space = vars(module) if isinstance(module, type(os)) else {}
-            planted(self._rel(space.get("__file__")) or str(space.get("__name__")), module)
+            path = space.get("__file__")
+            spaces = handed(self._rel(path) if type(path) is str else "?", module)
+            if spaces:
+                self.early.append(self.evidence.namespace([(label, names)
+                                                           for label, names, _ in spaces]))
+                self.early_owners.update(id(owner) for _, _, owner in spaces)
+                self.early_kept.extend(owner for _, _, owner in spaces)
             return consider(module)
         manager.consider_module = consider_module
         # before any test module (or the code it imports) is collected
@@ -87,6 +96,8 @@ class Plugin:
             for owner in (getattr(item, "cls", None), module):
                 if owner is not None and id(owner) not in seen:
                     seen.add(id(owner))
+                    if id(owner) in self.early_owners:
+                        continue    # in the snapshot taken when its module was handed over
                     label = getattr(owner, "__qualname__", None) or owner.__name__
                     if isinstance(owner, type):
                         label = owner.__module__ + "." + label
@@ -157,8 +168,9 @@ class Plugin:
             return
         self.evidence.imported([])      # the import system's settings as they were
         replaced = self.evidence.changed(self.before, self._machinery())
-        replaced += self.evidence.rebound(self.collected)
-        replaced += self.evidence.gained(self.collected, CASE_NAMES)
+        for snapshot in (*self.early, self.collected):
+            replaced += self.evidence.rebound(snapshot)
+            replaced += self.evidence.gained(snapshot, CASE_NAMES)
         if self.plugins is not None:    # registered while the tests ran: not the project's
             replaced += [f"pytest's plugins (registered while the tests ran: {name})"
                          for key, (_, name) in self._plugins(session.config).items()

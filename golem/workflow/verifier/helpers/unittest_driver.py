@@ -209,7 +209,10 @@ def _equality(test, test_id, equality) -> list:
 
 _CLASSES = {}       # test class -> what its tests share (`_class`)
 _ModuleType = type(sys)
-_planted = evidence.planted     # the audit's once it is installed (`main`)
+_handed = evidence.handed       # the audit's once it is installed (`main`)
+_EARLY = []                     # the guard's snapshots taken as each module was handed over
+_EARLY_OWNERS = set()           # the ids of the modules and classes in them
+_EARLY_KEPT = []
 
 
 def _record(test, outcome):
@@ -416,10 +419,14 @@ class _Loader(unittest.TestLoader):
         return super().discover(start_dir, pattern, top_level_dir)
 
     def loadTestsFromModule(self, module, *args, **kwargs):
-        # before unittest looks for the module's `load_tests`: no runner hook put there
-        # from outside its code
-        space = _vars(module) if _isinstance(module, _ModuleType) else {}
-        _planted(str(space.get("__name__")), module)    # named as at collection
+        # right after the module's code ran, before unittest looks for its `load_tests` or
+        # through its names: checked, and the guard's snapshot of it and its classes taken
+        name = _vars(module).get("__name__") if _isinstance(module, _ModuleType) else None
+        spaces = _handed(name if _type(name) is str else "?", module)
+        if spaces:
+            _EARLY.append(evidence.namespace([(label, space) for label, space, _ in spaces]))
+            _EARLY_OWNERS.update(_map(id, (owner for _, _, owner in spaces)))
+            _EARLY_KEPT.extend(owner for _, _, owner in spaces)     # their ids stay theirs
         return super().loadTestsFromModule(module, *args, **kwargs)
 
 
@@ -456,6 +463,8 @@ class _Program(unittest.TestProgram):
             for owner in (cls, sys.modules.get(cls.__module__)):
                 if owner is not None and id(owner) not in seen:
                     seen.add(id(owner))
+                    if id(owner) in _EARLY_OWNERS:
+                        continue    # in the snapshot taken when its module was handed over
                     label = getattr(owner, "__qualname__", None) or owner.__name__
                     spaces.append((owner.__module__ + "." + label if _isinstance(owner, type)
                                    else owner.__name__, _vars(owner)))
@@ -490,8 +499,8 @@ def main():
     sealed = evidence.Sealed.start(STREAM)      # before any code under test is imported
     evidence.trust()    # no loader but the standard library's
     evidence.watch_reads(STREAM, CWD)
-    global _planted
-    _planted = evidence.planted     # the audit's, bound before any code under test runs
+    global _handed
+    _handed = evidence.handed       # the audit's, bound before any code under test runs
     before = _machinery()
     try:
         program = _Program(module=None, argv=sys.argv, testRunner=_Runner,
@@ -511,8 +520,9 @@ def main():
     evidence.imported([])       # the import system's settings as they were
     result = program.result
     replaced = evidence.changed(before, _machinery())
-    replaced += evidence.rebound(_Program.collected)
-    replaced += evidence.gained(_Program.collected, _CASE_NAMES)
+    for snapshot in (*_EARLY, _Program.collected):
+        replaced += evidence.rebound(snapshot)
+        replaced += evidence.gained(snapshot, _CASE_NAMES)
     if replaced:
         STREAM.emit(e="guard", replaced=replaced)
     ok = result.wasSuccessful() and result.testsRun > 0 and not replaced
