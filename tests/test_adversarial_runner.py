@@ -651,6 +651,80 @@ class PlantedTest(AdversarialCase):
                     PYTEST_CMD)
 
 
+DATA_TESTS = ("import unittest\n\nfrom calc import add, mul\n\nEXPECTED = {'add': 5}\n\n\n"
+              "class TestCalc(unittest.TestCase):\n    expected_mul = 6\n\n"
+              "    def test_add(self):\n        self.assertEqual(add(2, 3), EXPECTED['add'])\n\n"
+              "    def test_mul(self):\n        self.assertEqual(mul(2, 3), self.expected_mul)\n")
+PY_DATA_TESTS = ("from calc import add, mul\n\nEXPECTED = {'add': 5}\n\n\n"
+                 "def test_add():\n    assert add(2, 3) == EXPECTED['add']\n\n\n"
+                 "def test_mul():\n    assert mul(2, 3) == 6\n")
+# the function under test writes its own result where the test keeps what it expects
+REWRITE_EXPECTED = """import sys
+
+
+def add(a, b):
+    result = a - b
+    for module in list(sys.modules.values()):
+        table = getattr(module, "EXPECTED", None)
+        if isinstance(table, dict):
+            table[add.__name__] = result
+    return result
+
+
+def mul(a, b):
+    return a * b
+"""
+REWRITE_CLASS_DATA = """import sys
+
+
+def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    result = a * b + 1
+    for module in list(sys.modules.values()):
+        cls = getattr(module, "TestCalc", None)
+        if isinstance(cls, type) and "expected_mul" in vars(cls):
+            cls.expected_mul = result
+    return result
+"""
+# honest: the tests keep a record of what ran in the module's own list, in every run
+RECORDING_TESTS = ("import unittest\n\nfrom calc import add, mul\n\nRAN = []\n\n\n"
+                   "class TestCalc(unittest.TestCase):\n    def setUp(self):\n"
+                   "        RAN.append(self.id())\n\n    def test_add(self):\n"
+                   "        self.assertEqual(add(2, 3), 5)\n\n    def test_mul(self):\n"
+                   "        self.assertEqual(mul(2, 3), 6)\n")
+
+
+class DataRewrittenTest(AdversarialCase):
+    """The tests' own data (a test module's dict, a test class's attribute) changed by the
+    code under test while the tests run."""
+
+    def test_an_expected_value_rewritten(self):
+        cases = [(DATA_TESTS, REWRITE_EXPECTED, UNITTEST_CMD, "test_calc.EXPECTED"),
+                 (DATA_TESTS, REWRITE_CLASS_DATA, UNITTEST_CMD,
+                  "test_calc.TestCalc.expected_mul")]
+        if HAVE_PYTEST:
+            cases.append((PY_DATA_TESTS, REWRITE_EXPECTED, PYTEST_CMD, "test_calc.EXPECTED"))
+        for tests, cheat, command, named in cases:
+            for mode in SANDBOXES:
+                with self.subTest(named=named, command=command, sandbox=mode):
+                    repo = self.project({"calc.py": CALC, "tests/test_calc.py": tests},
+                                        git_repo=True)
+                    self.commit_change(repo, {"calc.py": cheat}, "cheat")
+                    report = self.assertNotVerified(self.verify(repo, command=command,
+                                                                sandbox=mode))
+                    self.assertIn("test data changed while the tests ran: " + named,
+                                  report["summary"])
+
+    def test_data_the_tests_change_in_every_run_is_theirs(self):
+        repo = self.project({"calc.py": CALC, "tests/test_calc.py": RECORDING_TESTS},
+                            git_repo=True)
+        self.commit_change(repo, {"calc.py": FIXED}, "fix")
+        self.assertFixedOnly(self.verify(repo))
+
+
 @needs_pytest
 class PluginRegisteredTest(AdversarialCase):
     """A pytest plugin registered while the tests run, from the code under test."""

@@ -479,6 +479,54 @@ def namespace(objects) -> list:
     return found, len(_SET)
 
 
+_CONTAINERS = (dict, list, set, bytearray)
+_RUNNERS_OWN = frozenset({"_class_cleanups", "_classSetupFailed", "pytestmark"})
+
+
+def data(objects, limit: int = 100_000) -> list:
+    """The data of test modules and test classes (what is neither a function, a class, a
+    descriptor nor a module; not `__dunder__` names or the runners' own), to see whether the
+    run changed it: for each (label, live namespace) of `objects`, key -> (the value, a
+    shallow copy of what a dict, list, set or bytearray holds, or None). A container of more
+    than `limit` entries is kept by identity only."""
+    found = []
+    for label, space in objects:
+        kept = {}
+        for key, value in list(space.items()):
+            if _type(key) is not str or key[:2] == "__" or key in _RUNNERS_OWN \
+                    or _callable(value) or _isinstance(value, (*_DESCRIPTORS, _ModuleType)):
+                continue
+            kind, shallow = _type(value), None
+            if kind in _CONTAINERS and _len(value) <= limit:
+                shallow = tuple(value.items()) if kind is dict else tuple(value)
+            kept[key] = (value, shallow)
+        found.append((label, space, kept))
+    return found
+
+
+def data_changed(before) -> list:
+    """Labels of the data of `data` that the run rebound, or changed in place (an entry
+    of a dict, list or set replaced, added or removed)."""
+    names, missing = [], object()
+    for label, space, kept in before:
+        for key, (old, shallow) in kept.items():
+            new = space.get(key, missing)
+            if new is not old:
+                names.append(label + "." + key)
+                continue
+            if shallow is None:
+                continue
+            now = tuple(new.items()) if _type(new) is dict else tuple(new)
+            if _len(now) != _len(shallow):
+                names.append(label + "." + key)
+            elif _type(new) is dict:
+                if not _all(a is c and b is d for (a, b), (c, d) in zip(now, shallow)):
+                    names.append(label + "." + key)
+            elif not _all(a is b for a, b in zip(now, shallow)):
+                names.append(label + "." + key)
+    return names
+
+
 def gained(before, names) -> list:
     """Labels of members named like one of `names` (what unittest's TestCase defines) that a
     class of `namespace` (a class's namespace, not a module's) holds now and did not hold as a

@@ -43,6 +43,7 @@ class Plugin:
         self.missed = []    # what pytest rewrote that golem's cache lacked (rewrite_from_cache)
         self.early = []     # the guard's snapshots taken as each module was handed over
         self.early_owners, self.early_kept = set(), []      # their modules and classes
+        self.early_data = []    # the data of the same modules and classes (evidence.data)
 
     def _rel(self, path):
         return self.evidence.relative(str(path) if path is not None else None, self.cwd)
@@ -66,6 +67,8 @@ class Plugin:
             spaces = handed(self._rel(path) if type(path) is str else "?", module)
             if spaces:
                 self.early.append(self.evidence.namespace([(label, names)
+                                                           for label, names, _ in spaces]))
+                self.early_data.append(self.evidence.data([(label, names)
                                                            for label, names, _ in spaces]))
                 self.early_owners.update(id(owner) for _, _, owner in spaces)
                 self.early_kept.extend(owner for _, _, owner in spaces)
@@ -177,6 +180,10 @@ class Plugin:
                          if key not in self.plugins]
         if replaced:
             self.stream.emit(e="guard", replaced=replaced)
+        for snapshot in self.early_data:    # an audit finding: the baseline may do the same
+            for label in self.evidence.data_changed(snapshot):
+                self.stream.emit(e="audit",
+                                 event="test data changed while the tests ran: " + label)
 
 
 def rewrite_from_cache(rewrite, prefix, missed):

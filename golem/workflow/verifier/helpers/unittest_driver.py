@@ -213,6 +213,7 @@ _handed = evidence.handed       # the audit's once it is installed (`main`)
 _EARLY = []                     # the guard's snapshots taken as each module was handed over
 _EARLY_OWNERS = set()           # the ids of the modules and classes in them
 _EARLY_KEPT = []
+_EARLY_DATA = []                # the data of the same modules and classes (`evidence.data`)
 
 
 def _record(test, outcome):
@@ -425,6 +426,7 @@ class _Loader(unittest.TestLoader):
         spaces = _handed(name if _type(name) is str else "?", module)
         if spaces:
             _EARLY.append(evidence.namespace([(label, space) for label, space, _ in spaces]))
+            _EARLY_DATA.append(evidence.data([(label, space) for label, space, _ in spaces]))
             _EARLY_OWNERS.update(_map(id, (owner for _, _, owner in spaces)))
             _EARLY_KEPT.extend(owner for _, _, owner in spaces)     # their ids stay theirs
         return super().loadTestsFromModule(module, *args, **kwargs)
@@ -525,6 +527,9 @@ def main():
         replaced += evidence.gained(snapshot, _CASE_NAMES)
     if replaced:
         STREAM.emit(e="guard", replaced=replaced)
+    for snapshot in _EARLY_DATA:    # an audit finding: the baseline's run may do the same
+        for label in evidence.data_changed(snapshot):
+            STREAM.emit(e="audit", event="test data changed while the tests ran: " + label)
     ok = result.wasSuccessful() and result.testsRun > 0 and not replaced
     STREAM.emit(e="modules", files=evidence.loaded())
     STREAM.emit(e="end", ok=ok, tests_run=result.testsRun, exit=0 if ok else 1)
