@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -99,9 +100,17 @@ class _Moves:
                         what = "moved" if mask & _MOVE_SELF else "removed"
                         found.append((self.names.get(wd, "?"), f"directory {what}"))
         finally:
-            os.close(self.fd)
+            _close_later(self.fd)
             self.fd = -1
         return found
+
+
+def _close_later(fd: int) -> None:
+    """Close an inotify descriptor on a thread of its own: the kernel takes its watches down
+    on close and waits for its readers to be done (10 ms and more here), which the verdict
+    need not wait for; the events were read before."""
+    threading.Thread(target=os.close, args=(fd,), name="golem-inotify-close",
+                     daemon=True).start()
 
 
 def _errno() -> int:
@@ -133,7 +142,7 @@ class Watch:
 
     def close(self) -> None:
         if self.moves is not None and self.moves.fd >= 0:
-            os.close(self.moves.fd)
+            _close_later(self.moves.fd)
             self.moves.fd = -1
 
     def finish(self, added: bool = False) -> list[tuple[str, str]]:

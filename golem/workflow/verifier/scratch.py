@@ -47,6 +47,10 @@ class RunScratch:
                 "PYTHONPYCACHEPREFIX": self.pycache, "PYTHONNOUSERSITE": "1"}
 
 
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
+    | getattr(os, "O_CLOEXEC", 0)
+
+
 class Phase:
     """The scratch of one phase; a context manager that removes it on the way out."""
 
@@ -64,9 +68,16 @@ class Phase:
             os.mkdir(path, 0o700)
             package = resources.files("golem.workflow.verifier.helpers")
             for name in HELPERS:
-                tree.write_output(os.path.join(path, name),
-                                  package.joinpath(name).read_text(encoding="utf-8"))
-                os.chmod(os.path.join(path, name), 0o444)
+                # a fresh name in a directory only golem can write, read for one command:
+                # nothing to make atomic or durable
+                fd = os.open(os.path.join(path, name), _NEW, 0o444)
+                try:
+                    os.fchmod(fd, 0o444)    # whatever the umask
+                    data = memoryview(package.joinpath(name).read_bytes())
+                    while data:
+                        data = data[os.write(fd, data):]
+                finally:
+                    os.close(fd)
             os.chmod(path, 0o555)
             self._helpers = path
         return self._helpers
