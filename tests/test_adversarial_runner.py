@@ -449,7 +449,26 @@ class NamespaceSwapTest(_CaughtCase):
     ran and before pytest collects it."""
 
     def test_a_test_rebound_before_collection_is_seen(self):
-        self.assertCaughtSaying(NAMESPACE_SWAP, "test_add rebound to another of its functions")
+        # the rebinding happens at pytest's look for `pytest_plugins`, through a module
+        # `__getattr__` the module's code never names: seen as pytest is handed the module
+        self.assertCaughtSaying(NAMESPACE_SWAP, "__getattr__ put there from outside it")
+
+    def test_a_test_rebound_by_the_import_after_it_is_seen(self):
+        tests = ("def test_add():\n    assert calc.add(2, 3) == 5\n\n\n"
+                 "def test_mul():\n    assert calc.mul(2, 3) == 6\n\n\nimport calc  # noqa\n")
+        cheat = CALC + ("\nimport sys\n\nfor _module in list(sys.modules.values()):\n"
+                        "    if (getattr(_module, '__file__', None) or '').endswith("
+                        "'test_calc.py'):\n"
+                        "        _module.test_add = vars(_module)['test_mul']\n")
+        for mode in SANDBOXES:
+            with self.subTest(sandbox=mode):
+                repo = self.project({"calc.py": CALC, "tests/test_calc.py": tests},
+                                    git_repo=True)
+                self.commit_change(repo, {"calc.py": cheat}, "cheat")
+                report = self.assertNotVerified(self.verify(repo, command=PYTEST_CMD,
+                                                            sandbox=mode))
+                self.assertIn("test_add rebound to another of its functions",
+                              report["summary"])
 
 
 @needs_pytest
@@ -624,8 +643,7 @@ class PlantedTest(AdversarialCase):
                     "TestCalc.test_add rebound to another of its functions")
 
     def test_a_member_rebound_through_load_tests(self):
-        self.caught(UNIT_TESTS, REBIND_MEMBER,
-                    "TestCalc.test_add rebound to another of its functions")
+        self.caught(UNIT_TESTS, REBIND_MEMBER, "__getattr__ put there from outside it")
 
     def test_a_member_rebound_to_code_from_outside_the_tree(self):
         self.assertNotEqual(LATE_OUTSIDE, LATE_REBIND)
@@ -641,8 +659,7 @@ class PlantedTest(AdversarialCase):
 
     @needs_pytest
     def test_a_plain_class_member_rebound_through_pytest_plugins(self):
-        self.caught(PY_CLASS_TESTS, REBIND_MEMBER,
-                    "TestCalc.test_add rebound to another of its functions",
+        self.caught(PY_CLASS_TESTS, REBIND_MEMBER, "__getattr__ put there from outside it",
                     PYTEST_CMD)
 
     @needs_pytest
@@ -695,6 +712,91 @@ RECORDING_TESTS = ("import unittest\n\nfrom calc import add, mul\n\nRAN = []\n\n
                    "        RAN.append(self.id())\n\n    def test_add(self):\n"
                    "        self.assertEqual(add(2, 3), 5)\n\n    def test_mul(self):\n"
                    "        self.assertEqual(mul(2, 3), 6)\n")
+
+
+# an object the test module imports runs code of the tree whenever a runner asks
+# `isinstance` of it while it collects (its class's own `__class__`): that code points the
+# `func` cell of mock.patch's wrapper around test_add at test_mul (unittest: at
+# test_add_zero's sibling), or rewrites the values of a parametrize mark in place
+COLLECTED_HOOK = """import sys
+
+
+def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+
+
+def _settle():
+    for module in list(sys.modules.values()):
+        if not (getattr(module, "__file__", None) or "").endswith("test_calc.py"):
+            continue
+        spaces = [vars(module)] + [vars(v) for v in list(vars(module).values())
+                                   if type(v) is type]
+        for space in spaces:
+            wrapper, other = space.get("test_add"), space.get("test_mul")
+            for cell in (getattr(wrapper, "__closure__", None) or ()):
+                try:
+                    held = cell.cell_contents
+                except ValueError:
+                    continue
+                if held is not wrapper and getattr(held, "__name__", "") == "test_add" \\
+                        and other is not None:
+                    cell.cell_contents = other
+            for mark in getattr(space.get("test_add"), "pytestmark", ()):
+                values = mark.args[1] if len(mark.args) > 1 else None
+                if isinstance(values, list) and values and values[0] == (2, 3, 5):
+                    values[0] = (2, 3, -1)
+
+
+class Settings:
+    verbose = False
+
+    @property
+    def __class__(self):
+        _settle()
+        return type(self)
+
+
+settings = Settings()
+"""
+BASE_SETTINGS = ("class Settings:\n    verbose = False\n\n\nsettings = Settings()\n\n\n"
+                 + CALC)
+PATCHED_UNIT = ("import unittest\nfrom unittest import mock\n\nfrom calc import add, mul, "
+                "settings\n\n\nclass TestCalc(unittest.TestCase):\n"
+                "    @mock.patch.object(settings, 'verbose', True)\n    def test_add(self):\n"
+                "        self.assertEqual(add(2, 3), 5)\n\n    def test_mul(self):\n"
+                "        self.assertEqual(mul(2, 3), 6)\n")
+PATCHED_PY = ("from unittest import mock\n\nfrom calc import add, mul, settings\n\n\n"
+              "@mock.patch.object(settings, 'verbose', True)\ndef test_add():\n"
+              "    assert add(2, 3) == 5\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n")
+PARAMETRIZED_PY = ("import pytest\n\nfrom calc import add, mul, settings\n\n\n"
+                   "@pytest.mark.parametrize('a, b, expected', [(2, 3, 5), (0, 0, 0)])\n"
+                   "def test_add(a, b, expected):\n    assert add(a, b) == expected\n\n\n"
+                   "def test_mul():\n    assert mul(2, 3) == 6\n")
+
+
+class CollectedTest(AdversarialCase):
+    """Code of the tree run by the runner as it collects (after the module was handed
+    over): a decorated test's wrapper pointed elsewhere, a parametrize's values rewritten."""
+
+    def test_changed_while_the_runner_collects(self):
+        cases = [(PATCHED_UNIT, UNITTEST_CMD, "test_calc.TestCalc.test_add (what it wraps)")]
+        if HAVE_PYTEST:
+            cases += [(PATCHED_PY, PYTEST_CMD, "test_calc.test_add (what it wraps)"),
+                      (PARAMETRIZED_PY, PYTEST_CMD,
+                       "test data changed while the tests ran: test_calc.test_add.pytestmark")]
+        for tests, command, says in cases:
+            for mode in SANDBOXES:
+                with self.subTest(says=says, sandbox=mode):
+                    repo = self.project({"calc.py": BASE_SETTINGS,
+                                         "tests/test_calc.py": tests}, git_repo=True)
+                    self.commit_change(repo, {"calc.py": COLLECTED_HOOK}, "cheat")
+                    report = self.assertNotVerified(self.verify(repo, command=command,
+                                                                sandbox=mode))
+                    self.assertIn(says, report["summary"])
 
 
 class DataRewrittenTest(AdversarialCase):

@@ -87,6 +87,14 @@ def _read_all(path, limit: int = 256 * 1024 * 1024):
     finally:
         _close(fd)
 _sep, _isinstance, _type, _vars, _callable = os.sep, isinstance, type, vars, callable
+_issubclass = issubclass
+
+
+def _kind(value, kinds) -> bool:
+    """`isinstance` by the value's own type: an object of the tree's code (a `__class__` of
+    its own) is not asked, so no code of the tree runs while golem looks at it."""
+    return _issubclass(_type(value), kinds)
+
 _id, _set, _map, _len, _sum, _all, _list = id, set, map, len, sum, all, list
 _ModuleType = _type(sys)
 _FunctionType = _type(lambda: None)
@@ -252,7 +260,7 @@ def code_file(obj):
     if _type(obj) is _FunctionType and "__wrapped__" not in obj.__dict__:
         return obj.__code__.co_filename     # the common case, without a failed lookup
     for _ in range(20):
-        wrapped = getattr(obj, "__wrapped__", None) if not _isinstance(obj, _type) else None
+        wrapped = getattr(obj, "__wrapped__", None) if not _kind(obj, _type) else None
         if wrapped is None:
             break
         obj = wrapped
@@ -334,13 +342,13 @@ def _defined(klass, cwd: str) -> tuple:
             rel = paths.get(path, paths)
             if rel is paths:
                 rel = paths[path] = relative(path, cwd)
-        elif _isinstance(value, property):     # its getter, setter and deleter
+        elif _kind(value, property):     # its getter, setter and deleter
             for part in _property_parts(value):
                 rel = origin(part, cwd) if part is not None else None
                 if rel and rel not in files:
                     files.append(rel)
             continue
-        elif _callable(value) or _isinstance(value, _DESCRIPTORS):
+        elif _callable(value) or _kind(value, _DESCRIPTORS):
             rel = origin(getattr(value, "__func__", value), cwd)
         else:
             continue
@@ -365,7 +373,7 @@ def _grown(space, held):
         return None     # a member went too
     for key in added:
         value = space.get(key)
-        if _callable(value) or _isinstance(value, _DESCRIPTORS):
+        if _callable(value) or _kind(value, _DESCRIPTORS):
             return None
     found = (held[3][0], names + added)
     _DEFINED[held[0]] = (held[0], held[1], _len(space), found, held[4])
@@ -404,23 +412,23 @@ def class_code(cls, cwd: str) -> tuple:
 
 
 def _guarded(value, prefixes) -> bool:
-    if _isinstance(value, _ModuleType):
+    if _kind(value, _ModuleType):
         return False
-    if _callable(value) or _isinstance(value, _DESCRIPTORS):
+    if _callable(value) or _kind(value, _DESCRIPTORS):
         return True
     module = getattr(_type(value), "__module__", "") or ""
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
 def _identity(value) -> tuple:
-    if _isinstance(value, _FunctionType):
+    if _kind(value, _FunctionType):
         return (value, value.__code__, value.__defaults__, value.__kwdefaults__)
-    if _isinstance(value, (classmethod, staticmethod)):
+    if _kind(value, (classmethod, staticmethod)):
         inner = value.__func__
         return (value, inner, getattr(inner, "__code__", None))
-    if _isinstance(value, property):
+    if _kind(value, property):
         return (value, value.fget, value.fset, value.fdel)
-    if _isinstance(value, _type):
+    if _kind(value, _type):
         return (value, value.__bases__)
     return (value,)
 
@@ -438,9 +446,9 @@ def members(prefixes, modules=()) -> dict:
             if not _guarded(value, prefixes):
                 continue
             found[name + "." + attr] = _identity(value)
-            if _isinstance(value, _type) and getattr(value, "__module__", None) == name:
+            if _kind(value, _type) and getattr(value, "__module__", None) == name:
                 for key, member in list(_vars(value).items()):
-                    if _callable(member) or _isinstance(member, _DESCRIPTORS):
+                    if _callable(member) or _kind(member, _DESCRIPTORS):
                         found[name + "." + attr + "::" + key] = _identity(member)
     return found
 
@@ -469,14 +477,27 @@ def namespace(objects) -> list:
     found = []
     function, identity = _FunctionType, _identity
     for label, space in objects:
-        kept = {}
+        kept, cells = {}, {}
         for key, value in list(space.items()):
             if _type(value) is function:
                 kept[key] = value
-            elif _callable(value) or _isinstance(value, _DESCRIPTORS):
+                if value.__closure__:   # a decorator's wrapper: what it calls is in a cell
+                    cells[key] = _cells(value)
+            elif _callable(value) or _kind(value, _DESCRIPTORS):
                 kept[key] = identity(value)
-        found.append((label, space, kept))
+        found.append((label, space, kept, cells))
     return found, len(_SET)
+
+
+def _cells(function) -> tuple:
+    """What the cells of `function`'s closure hold (a cell set empty: itself)."""
+    held = []
+    for cell in function.__closure__ or ():
+        try:
+            held.append(cell.cell_contents)
+        except ValueError:
+            held.append(cell)
+    return tuple(held)
 
 
 _CONTAINERS = (dict, list, set, bytearray)
@@ -494,14 +515,37 @@ def data(objects, limit: int = 100_000) -> list:
         kept = {}
         for key, value in list(space.items()):
             if _type(key) is not str or key[:2] == "__" or key in _RUNNERS_OWN \
-                    or _callable(value) or _isinstance(value, (*_DESCRIPTORS, _ModuleType)):
+                    or _callable(value) or _kind(value, (*_DESCRIPTORS, _ModuleType)):
                 continue
             kind, shallow = _type(value), None
             if kind in _CONTAINERS and _len(value) <= limit:
                 shallow = tuple(value.items()) if kind is dict else tuple(value)
             kept[key] = (value, shallow)
+        for key, value in list(space.items()):      # pytest's marks on its tests and classes
+            if _type(key) is not str:
+                continue
+            own = value.__dict__ if _type(value) is _FunctionType else \
+                _class_dict(value) if _kind(value, _type) else None
+            marks = own.get("pytestmark") if own is not None else None
+            if _type(marks) is list and _len(marks) <= 100:
+                kept[key + ".pytestmark"] = ((own, marks), _marks(marks, limit))
         found.append((label, space, kept))
     return found
+
+
+def _marks(marks, limit: int) -> tuple:
+    """What pytest's marks hold (a parametrize's list of values included), by identity."""
+    shape = [tuple(marks)]
+    for mark in marks:
+        for part in (getattr(mark, "args", None), getattr(mark, "kwargs", None)):
+            if _type(part) is tuple or _type(part) is dict:
+                items = tuple(part.items()) if _type(part) is dict else part
+                shape.append(items)
+                for item in (v for _, v in items) if _type(part) is dict else items:
+                    if _type(item) in _CONTAINERS and _len(item) <= limit:
+                        shape.append(tuple(item.items()) if _type(item) is dict
+                                     else tuple(item))
+    return tuple(shape)
 
 
 def data_changed(before) -> list:
@@ -510,6 +554,14 @@ def data_changed(before) -> list:
     names, missing = [], object()
     for label, space, kept in before:
         for key, (old, shallow) in kept.items():
+            if key.endswith(".pytestmark"):
+                own, marks = old
+                now = _marks(marks, 1 << 62)
+                if own.get("pytestmark") is not marks or _len(now) != _len(shallow) or not _all(
+                        _len(a) == _len(b) and _all(x is y for x, y in zip(a, b))
+                        for a, b in zip(now, shallow)):
+                    names.append(label + "." + key)
+                continue
             new = space.get(key, missing)
             if new is not old:
                 names.append(label + "." + key)
@@ -535,13 +587,13 @@ def gained(before, names) -> list:
     unittest's stead, with code that need not come from the tree."""
     snapshot, _ = before
     found = []
-    for label, space, kept in snapshot:
+    for label, space, kept, _ in snapshot:
         if _type(space) is dict:
             continue        # a module's
         for name in names:
             if name in space and name not in kept:
                 value = space.get(name)
-                if _callable(value) or _isinstance(value, _DESCRIPTORS):
+                if _callable(value) or _kind(value, _DESCRIPTORS):
                     found.append(label + "." + name)
     return found
 
@@ -557,10 +609,16 @@ def rebound(before) -> list:
                if getattr(obj, name, None) is not old}
     names = []
     function, missing = _FunctionType, object()
-    for label, space, kept in snapshot:
+    for label, space, kept, cells in snapshot:
         for key, old in kept.items():
             new = space.get(key, missing)
             if new is old and _type(new) is function:
+                held = cells.get(key)
+                if held is not None:    # a wrapper: what its cells hold, the same objects
+                    now = _cells(new)
+                    if len(now) != len(held) or not all(a is b for a, b in zip(now, held)):
+                        names.append(label + "." + key + " (what it wraps)")
+                        continue
                 if not altered or _id(new) not in altered:
                     continue
             elif new is not missing and _type(old) is tuple:
@@ -1115,7 +1173,9 @@ class _ImportSeal:
                     ok = False
             if not ok:
                 self.report("test module not loaded from its file: " + str(label))
-            elif _type(held[2]) is _CodeType:
+            elif _type(held[2]) is _CodeType and not (len(held) > 3 and held[3]):
+                # not checked as it was handed to the runner (its snapshot since then
+                # shows what the run rebound)
                 self.plain_record(label, module)
                 self.as_defined(label, module.__dict__, held[2])
                 self.classes_as_defined(label, module.__dict__, held[2])
@@ -1136,6 +1196,7 @@ class _ImportSeal:
         held = self.loaded.get(_id(space))
         if held is None or held[0] is not space or _type(held[2]) is not _CodeType:
             return [(name, space, module)]      # not filled by a loader: `imported` names it
+        self.loaded[_id(space)] = (*held[:3], True)     # checked now, not again
         self.plain_record(label, module)
         self.as_defined(label, space, held[2])
         classes = self.classes_as_defined(label, space, held[2]) or []

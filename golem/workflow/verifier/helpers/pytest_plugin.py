@@ -62,7 +62,7 @@ class Plugin:
         consider = manager.consider_module
 
         def consider_module(module):
-            space = vars(module) if isinstance(module, type(os)) else {}
+            space = vars(module) if type(module) is type(os) else {}
             path = space.get("__file__")
             spaces = handed(self._rel(path) if type(path) is str else "?", module)
             if spaces:

@@ -422,7 +422,7 @@ class _Loader(unittest.TestLoader):
     def loadTestsFromModule(self, module, *args, **kwargs):
         # right after the module's code ran, before unittest looks for its `load_tests` or
         # through its names: checked, and the guard's snapshot of it and its classes taken
-        name = _vars(module).get("__name__") if _isinstance(module, _ModuleType) else None
+        name = _vars(module).get("__name__") if _type(module) is _ModuleType else None
         spaces = _handed(name if _type(name) is str else "?", module)
         if spaces:
             _EARLY.append(evidence.namespace([(label, space) for label, space, _ in spaces]))
