@@ -1262,19 +1262,28 @@ class _ImportSeal:
         another's function (its file unchanged, so its origins say nothing), or to code
         from outside the tree (a function of the standard library, a builtin, a `partial`),
         unseen by the guard, which compares namespaces from then on."""
-        made, every = {}, None
+        made = {}
         for code in ran.co_consts:
             if _type(code) is _CodeType and code.co_flags & _OPTIMIZED:
                 made.setdefault(code.co_name, []).append(code)
+        for name, why in self.misbound(space, made, ran, [None]):
+            self.report(f"test module's {name} rebound to {why}: {label}")
+
+    def misbound(self, space, made, ran, every) -> list:
+        """(name, why) for each name of `made` (name -> the codes its `def`s made) that
+        `space` holds something else under (`judged`); `every`, a one-item list, keeps
+        `_functions(ran)` once it is needed."""
+        found = []
         for name, codes in made.items():
             value = space.get(name)
             if _type(value) is _FunctionType and value.__code__ is codes[-1]:
                 continue        # most: the function its (last) def made
-            if every is None:
-                every = _functions(ran)
-            why = self.judged(value, codes, every)
+            if every[0] is None:
+                every[0] = _functions(ran)
+            why = self.judged(value, codes, every[0])
             if why:
-                self.report(f"test module's {name} rebound to {why}: {label}")
+                found.append((name, why))
+        return found
 
     def judged(self, value, codes, every):
         """Why `value`, held by a name whose `def`s made `codes`, is not what they made:
@@ -1309,7 +1318,7 @@ class _ImportSeal:
         classes they define): a name a class body defines with `def` must hold what that
         `def` made. The classes' names must be plain text too. Returns (qualified name,
         namespace, class) of each class looked at."""
-        every, visited = None, []
+        every, visited = [None], []
         pending = [(space.get(code.co_name), code) for code in ran.co_consts
                    if _type(code) is _CodeType and not code.co_flags & _OPTIMIZED]
         for _ in range(1000):
@@ -1334,16 +1343,9 @@ class _ImportSeal:
                     made.setdefault(code.co_name, []).append(code)
                 else:       # a class defined in the class's body
                     pending.append((names.get(code.co_name), code))
-            for name, codes in made.items():
-                value = names.get(name)
-                if _type(value) is _FunctionType and value.__code__ is codes[-1]:
-                    continue        # most: the function its (last) def made
-                if every is None:
-                    every = _functions(ran)
-                why = self.judged(value, codes, every)
-                if why:
-                    self.report(f"test class's {body.co_qualname}.{name} rebound to {why}: "
-                                + str(label))
+            for name, why in self.misbound(names, made, ran, every):
+                self.report(f"test class's {body.co_qualname}.{name} rebound to {why}: "
+                            + str(label))
         return visited
 
 
