@@ -12,7 +12,7 @@ import unittest
 from golem.tools import process
 from golem.tools.process import command_env
 from golem.workflow.verifier.scratch import Phase
-from golem.workflow.verifier.suite import (SuiteResult, TestCommand, _read_stream, plan_for,
+from golem.workflow.verifier.suite import (SuiteResult, TestCommand, _StreamReader, plan_for,
                                            run_suite, seal_mac)
 
 PY = sys.executable
@@ -24,6 +24,15 @@ def stream(*records, seal: bool = True) -> bytes:
     if seal:
         lines.append(json.dumps({"e": "seal", "mac": seal_mac(KEY)}))
     return ("\n".join(lines) + "\n").encode()
+
+
+def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes) -> None:
+    """The whole stream `raw`, its lines as bytes.splitlines makes them, read at once."""
+    reader = _StreamReader(result, key)
+    for line in raw.splitlines():
+        if not reader.line(line):
+            break
+    reader.finish(truncated)
 
 
 def read(raw: bytes) -> SuiteResult:
@@ -113,7 +122,6 @@ class PiecewiseTest(unittest.TestCase):
 
     def test_pieces_read_as_the_whole(self):
         import random
-        from golem.workflow.verifier.suite import _StreamReader
         streams = [stream(START, COLLECTED, group(["m.C.a", "m.C.b"]),
                           group(["m.C.c"], "failed", ["m.py", "lib.py"]), END),
                    stream(START, COLLECTED, group(["m.C.a", "m.C.zz"]), END),

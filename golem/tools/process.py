@@ -240,10 +240,10 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
     record_capture = _Whole(evidence, records) if evidence else None
     timed_out = False
     start = time.monotonic()
-    records = -1
+    records_fd = -1
     pass_fds: tuple[int, ...] = ()
     if evidence:
-        records, write_end = os.pipe()
+        records_fd, write_end = os.pipe()
         env = {**env, "GOLEM_EVIDENCE_FD": str(write_end)}
         pass_fds = (write_end,)
     if seal:
@@ -262,8 +262,8 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
             with _LOCK:
                 _LEADERS.add(proc.pid)
     except BaseException as exc:
-        if records >= 0:
-            os.close(records)
+        if records_fd >= 0:
+            os.close(records_fd)
         if not isinstance(exc, (OSError, ValueError)):
             raise
         reason = getattr(exc, "strerror", None) or str(exc)
@@ -286,8 +286,8 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
         captures = {fd: capture}
         os.set_blocking(fd, False)
         if record_capture is not None:
-            os.set_blocking(records, False)
-            captures[records] = record_capture
+            os.set_blocking(records_fd, False)
+            captures[records_fd] = record_capture
         with selectors.DefaultSelector() as sel:
             for each in captures:
                 sel.register(each, selectors.EVENT_READ)
@@ -318,8 +318,8 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
                 _read_until(sel, captures, time.monotonic() + DRAIN_LIMIT, exited=exited)
     finally:
         proc.stdout.close()
-        if records >= 0:
-            os.close(records)
+        if records_fd >= 0:
+            os.close(records_fd)
         if exited >= 0:
             os.close(exited)
         # On Ctrl-C the group, in its own session, got no SIGINT: end all of it. The leader

@@ -667,12 +667,3 @@ class _StreamReader:
             problem = (f"the process exited {result.exit_code} after the runner finished "
                        f"with {end['exit']}: something ran after the end")
         result.problem = problem
-
-
-def _read_stream(result: SuiteResult, raw: bytes, truncated: bool, key: bytes = b"") -> None:
-    """Fill `result` from the whole stream `raw` (`_StreamReader`)."""
-    reader = _StreamReader(result, key)
-    for line in raw.splitlines():
-        if not reader.line(line):
-            break
-    reader.finish(truncated)

@@ -1325,7 +1325,7 @@ class _ImportSeal:
             if not pending:
                 break
             cls, body = pending.pop()
-            if not _isinstance(cls, _type):
+            if not _kind(cls, _type):
                 continue
             names = _class_dict(cls)
             visited.append((body.co_qualname, names, cls))
