@@ -31,8 +31,8 @@ _write, _environ, _relpath, _realpath = os.write, os.environ, os.path.relpath, o
 _read, _close, _fstat, _pipe, _getpid = os.read, os.close, os.fstat, os.pipe, os.getpid
 _addaudithook, _getframe, _current_frames = sys.addaudithook, sys._getframe, sys._current_frames
 _get_ident, _start_thread = _thread.get_ident, _thread.start_new_thread
-_set_inheritable = os.set_inheritable
-from time import monotonic as _monotonic
+_set_inheritable, _set_blocking = os.set_inheritable, os.set_blocking
+from time import monotonic as _monotonic, sleep as _sleep
 try:    # imported now, before the working directory is on sys.path
     import ctypes as _ctypes
 except ImportError:                     # pragma: no cover - an interpreter without ctypes
@@ -748,6 +748,7 @@ _WORDS = str.maketrans({c: " " for c in "=:,;|&<>()'\"`"})   # what separates wo
 # objects swapped on functions. golem compares them with the baseline's.
 
 SEAL_MESSAGE = b"golem-seal-v1"
+SEAL_WAIT = 5.0     # seconds the driver waits for the seal at most (`Sealed.end`)
 # events whose every occurrence is recorded, by name
 _AUDITED = frozenset({"sys._current_frames", "gc.get_objects", "gc.get_referrers",
                       "gc.get_referents", "sys.settrace", "sys.setprofile", "os.exec",
@@ -784,22 +785,67 @@ class Sealed:
         answer_r, answer_w = _pipe()
         for each in (ask_r, ask_w, answer_r, answer_w):
             _set_inheritable(each, False)
+        # the driver's own ends never block: a pipe the code under test filled, or a
+        # sealer it stopped, is no seal, at once, never a wait (`end`)
+        _set_blocking(ask_w, False)
+        _set_blocking(answer_r, False)
         main_frame = _getframe(1)
         sealer.append(_start_thread(_sealer, (int(key_fd), fd, ask_r, answer_w, _get_ident(),
                                               main_frame, Sealed.end.__code__)))
         del main_frame, sealer
-        _read(answer_r, 1)      # the key is read and its pipe closed
+        Sealed._answer_of(answer_r)     # the key is read and its pipe closed
         return Sealed(ask_w, answer_r)
 
     def end(self) -> None:
-        """Ask for the seal: call straight from the driver's `main`, after the end record."""
+        """Ask for the seal: call straight from the driver's `main`, after the end record.
+        Waits `SEAL_WAIT` seconds at most: the code under test shares the process and can
+        write into, read from or close these pipes, so an answer that does not come is no
+        seal (golem says so), never a run that hangs."""
         if self._ask < 0:
             return
         try:
             _write(self._ask, b"s")
-            _read(self._answer, 1)
         except OSError:
-            pass
+            return      # full or closed: no seal
+        # waited for here, not in a function of its own: the sealer checks that the main
+        # thread's frame is this one, called from the driver's `main`
+        fd, deadline, pause = self._answer, _monotonic() + SEAL_WAIT, 0.0002
+        while True:
+            try:
+                got = _read(fd, 1)
+            except BlockingIOError:
+                got = None
+            except OSError:
+                return
+            if got == b"" or got == b"d" or got == b"n":
+                return      # sealed, refused, or every write end closed
+            if got is None:
+                if _monotonic() > deadline:
+                    return
+                _sleep(pause)
+                pause = min(pause * 2, 0.05)
+
+    @staticmethod
+    def _answer_of(fd) -> None:
+        """Wait for the sealer's first answer ("r": it holds the key) on `fd`
+        (non-blocking), at most `SEAL_WAIT` seconds; before any code under test runs."""
+        deadline, pause = _monotonic() + SEAL_WAIT, 0.0002
+        while True:
+            try:
+                got = _read(fd, 1)
+            except BlockingIOError:
+                got = None
+            except OSError:
+                return
+            if got == b"":
+                return      # every write end closed: no answer can come
+            if got == b"r":
+                return
+            if got is None:
+                if _monotonic() > deadline:
+                    return
+                _sleep(pause)
+                pause = min(pause * 2, 0.05)
 
 
 def _undumpable() -> None:
@@ -835,10 +881,13 @@ def _sealer(key_fd, fd, ask, answer, main_ident, main_frame, end_code):
     write(answer, b"r")
     while True:
         try:
-            if read(ask, 1) != b"s":
-                return
+            asked = read(ask, 1)
         except error:
             return
+        if asked == b"":
+            return      # every write end closed
+        if asked != b"s":
+            continue    # a byte from anywhere else: ignored, the sealer stays
         frame = frames().get(main_ident)
         if frame is None or frame.f_code is not end_code or frame.f_back is not main_frame \
                 or inner is None:
