@@ -122,6 +122,13 @@ def reached_for(before: SuiteResult, after: SuiteResult) -> list[str]:
     return sorted(after.audit - before.audit)
 
 
+def witness_disagrees(before: SuiteResult, after: SuiteResult) -> list[tuple[str, str]]:
+    """(test id, what golem's witness saw) for each test the runner reported passed that the
+    witness saw raise, skip, stop or never finish, where the baseline's run did not do the
+    same for that test (a suite whose own machinery runs a test again: a rerun plugin)."""
+    return sorted((t, w) for t, w in after.disagreed.items() if t not in before.disagreed)
+
+
 def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, str]],
           changed: set[str] = frozenset()) -> Verdict:
     """Compare the suite before and after a run, given the protected paths it changed and
@@ -167,6 +174,20 @@ def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, st
     verdict = Verdict("FAILED", "", sorted(fixed), sorted(set(still)), broke, sorted(missing))
     if protected:
         return _rejected(verdict, after, protected)
+    disagreed = witness_disagrees(before, after)
+    if disagreed:
+        verdict.name = "REJECTED"
+        shown = "; ".join(f"{t} (the witness: {what})" for t, what in disagreed[:3])
+        more = f" and {len(disagreed) - 3} more" if len(disagreed) > 3 else ""
+        verdict.summary = (f"REJECTED: the runner reported {len(disagreed)} test(s) passed that "
+                           f"golem's own witness saw otherwise: {shown}{more}; something in "
+                           "the test process changed how the runner reads a test's outcome")
+        # what the other layers saw of the same run, named beside it
+        also = [t[len("golem: "):] for t in sorted(after.pseudo) if t.startswith("golem: ")] \
+            + reached_for(before, after)
+        if also:
+            verdict.summary += f"; also: {_names(also, 3)}"
+        return verdict
     reached = reached_for(before, after)
     if reached:
         verdict.name = "REJECTED"

@@ -94,6 +94,9 @@ class SuiteResult:
     rewritten: list[str] = field(default_factory=list)  # those pytest rewrote, golem lacking them
     # the tests' data the run changed: {label, key, file, filled} (attribute.py judges them)
     data: list[dict] = field(default_factory=list)
+    # tests the runner reported passed that golem's witness saw raise, skip, stop or never
+    # finish: test id -> what the witness saw (each such test counts as an error)
+    disagreed: dict[str, str] = field(default_factory=dict)
 
     @property
     def failing(self) -> list[str]:
@@ -523,6 +526,7 @@ class _StreamReader:
         self.number = 0
         self.done = False       # a problem was found: nothing after it is read
         self.pending: list[bytes] = []      # the start of a line whose end has not arrived
+        self.saw: dict[str, str] = {}       # test id -> what golem's witness saw it do
         self.decode = json.JSONDecoder().decode
 
     def feed(self, chunk: bytes) -> None:
@@ -603,6 +607,17 @@ class _StreamReader:
                 self.forged = bool(fake)
                 return self._stop(why if fake else f"record {number} of the evidence is "
                                   "malformed")
+            if outcome == "passed" and self.saw and not self.saw.keys().isdisjoint(ids):
+                self._disagree([t for t in ids if t in self.saw])
+        elif kind == "witness":
+            test_id, saw = record.get("id"), record.get("saw")
+            if isinstance(test_id, str) and isinstance(saw, str):
+                if saw == "retry":      # the runner runs the test again (a rerun plugin)
+                    self.saw.pop(test_id, None)
+                elif test_id not in self.saw:
+                    exc = record.get("exc")
+                    self.saw[test_id] = f"{saw} {exc}"[:200] if isinstance(exc, str) and \
+                        exc else saw[:200]
         elif kind == "data":
             if len(result.data) < DATA_CAP and isinstance(record.get("label"), str):
                 result.data.append({"label": record["label"][:300],
@@ -631,6 +646,14 @@ class _StreamReader:
         elif kind == "end":
             self.ended, self.end = True, record
         return True
+
+    def _disagree(self, ids: list[str]) -> None:
+        """The runner reported `ids` passed; golem's witness saw otherwise: each counts as an
+        error, and the disagreement is named (grade.judge)."""
+        result = self.result
+        for test_id in ids:
+            result.disagreed[test_id] = self.saw[test_id]
+            self.tests[test_id] = "error"
 
     def _stop(self, problem: str) -> bool:
         self.problem, self.done = problem, True

@@ -1443,6 +1443,7 @@ _HOOKS = ("__getattr__", "__dir__", "load_tests", "setUpModule", "tearDownModule
           "pytest_plugins", "pytestmark", "setup_module", "teardown_module",
           "setup_function", "teardown_function", "__test__")
 _class_dict = vars(_type)["__dict__"].__get__      # a class's own namespace, asked of `type`
+class_dict = _class_dict
 _weakrefoffset = vars(_type)["__weakrefoffset__"].__get__     # 0: takes no weak reference
 _type_name = vars(_type)["__name__"].__get__        # its name and qualified name, the same way
 _type_qualname = vars(_type)["__qualname__"].__get__
@@ -1562,3 +1563,96 @@ def look_plain(module: str, args: list) -> None:
     if getattr(sys, "orig_argv", None):
         sys.orig_argv = [sys.orig_argv[0], "-m", module, *args]
     getattr(sys, "_xoptions", {}).pop("pycache_prefix", None)
+
+
+# -- the witness ------------------------------------------------------------------------------
+#
+# golem's own record of each test, made around the parts unittest runs (setUp, the test
+# method, tearDown, each cleanup, each subtest's block): unittest's `testPartExecutor`, which
+# catches what a part raises and tells the result, is wrapped by golem's before any code under
+# test is imported (the guard keeps it golem's). What a part raises passes golem's wrapper
+# first and is written to golem at once, before unittest's own handler reads any state the
+# code under test could have changed (an `_outcome.expecting_failure` set from a signal
+# handler's frame, a `_ShouldStop` raised by the code): a test the runner then reports passed
+# is a disagreement golem judges (suite.py). A test reported passed must also have had its
+# parts seen to finish (setUp, the method, tearDown: `Parts.seen`), else it never ran as
+# unittest runs it. Only the test the runner runs now is witnessed: a test that runs other
+# tests inside it, with a result of its own, is judged by its own outcome.
+
+WITNESSED_PARTS = 3     # setUp, the test method, tearDown: each part of a passing test
+
+
+class Parts:
+    """The state of the part witness: the test the runner runs now (`start`), and how many
+    of its parts finished."""
+
+    __slots__ = ("test", "done", "installed")
+
+    def __init__(self):
+        self.test, self.done, self.installed = None, 0, False
+
+    def start(self, test) -> None:
+        self.test, self.done = test, 0
+
+    def stop(self, test) -> None:
+        if test is self.test:
+            self.test = None        # nothing of it kept past its run
+
+    def seen(self, test) -> bool:
+        """Whether golem saw every part of `test` finish, as a passing test's do."""
+        return test is self.test and self.done >= WITNESSED_PARTS
+
+
+def witness_parts(stream, describe):
+    """Wrap unittest's `testPartExecutor` (called by the caller before any code under test
+    runs); returns the `Parts` it keeps. `describe(test)` names a test as the runner's
+    reports name it. The wrapper is a plain context manager around unittest's own: the
+    `with` statement calls its `__exit__` first, with what the part raised."""
+    import unittest.case as case
+    part = vars(case._Outcome)["testPartExecutor"]
+    skip, stop, subtest = case.SkipTest, case._ShouldStop, case._SubTest
+    parts, emit, issubclass_, type_, vars_ = Parts(), stream.emit, _issubclass, _type, _vars
+
+    def saw(test, what, kind):
+        try:
+            test_id = describe(test)
+        except Exception:       # the test's own id() failed
+            test_id = "?"
+        name = getattr(kind, "__qualname__", None)
+        emit(e="witness", id=test_id if type_(test_id) is str else "?", saw=what,
+             exc=name if type_(name) is str else "?")
+
+    class Witnessed:
+        __slots__ = ("inner", "test", "subtest")
+
+        def __init__(self, inner, test, subtest_):
+            self.inner, self.test, self.subtest = inner, test, subtest_
+
+        def __enter__(self):
+            return self.inner.__enter__()
+
+        def __exit__(self, kind, value, traceback):
+            test = self.test
+            if test is parts.test and test is not None:
+                if kind is None:
+                    if not self.subtest:
+                        parts.done += 1
+                    return self.inner.__exit__(None, None, None)
+                if issubclass_(kind, skip):
+                    if not self.subtest:    # a skipped subtest leaves its test as it is
+                        saw(test, "skipped", kind)
+                elif issubclass_(kind, stop):
+                    saw(test, "stopped", kind)
+                elif not issubclass_(kind, KeyboardInterrupt):
+                    saw(test, "raised", kind)
+            return self.inner.__exit__(kind, value, traceback)
+
+    def testPartExecutor(self, test_case, subTest=False):
+        test = vars_(test_case).get("test_case") if subTest and type_(test_case) is subtest \
+            else test_case
+        return Witnessed(part(self, test_case, subTest), test, subTest)
+
+    testPartExecutor.__qualname__ = "_Outcome.testPartExecutor"
+    case._Outcome.testPartExecutor = testPartExecutor
+    parts.installed = True
+    return parts

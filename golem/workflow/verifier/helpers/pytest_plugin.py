@@ -13,6 +13,7 @@ or this plugin, and in the test modules and classes, and the plugins registered 
 collection.
 """
 
+import inspect
 import os
 import sys
 import unittest     # loaded already: pytest's own support for unittest's test cases
@@ -27,6 +28,8 @@ CASE_NAMES = tuple(name for name in dir(unittest.TestCase) if not name.startswit
 
 class Plugin:
     """The hooks; one instance per run."""
+
+    inspect = inspect
 
     def __init__(self, evidence, cwd):
         self.evidence = evidence
@@ -44,6 +47,15 @@ class Plugin:
         self.early = []     # the guard's snapshots taken as each module was handed over
         self.early_owners, self.early_kept = set(), []      # their modules and classes
         self.early_data = []    # the data of the same modules and classes (evidence.data)
+        # the witness: the test function of the item running now, swapped for golem's
+        # wrapper (item, its own function); the items whose function returned through it;
+        # the kinds of item golem witnesses; unittest's parts (evidence.witness_parts)
+        self.swapped = None
+        self.returned = set()
+        self.kinds = {}
+        self.parts = evidence.witness_parts(self.stream, self._current_id)
+        self.current = None
+        self.parts_done = {}
 
     def _rel(self, path):
         return self.evidence.relative(str(path) if path is not None else None, self.cwd)
@@ -135,7 +147,115 @@ class Plugin:
         import sys
         return self.evidence.members(MACHINERY, [sys.modules[__name__], self.evidence])
 
+    # -- the witness (evidence.py): each test function is called through golem's wrapper,
+    # set on the item just before pytest calls it, so what the function raises is written to
+    # golem before any hook of pytest or pluggy (or a teardown the code under test appended
+    # to pluggy's call) sees it; a test pytest reports passed must have returned through the
+    # wrapper. unittest's test cases under pytest are witnessed by the wrapper of unittest's
+    # `testPartExecutor` the driver uses; items of other kinds (doctests, other plugins')
+    # are pytest's word alone.
+
+    def _kind(self, item) -> str:
+        """"function", "case" (a unittest test case) or "other", by the item's own type."""
+        kind = type(item)
+        known = self.kinds.get(kind)
+        if known is None:
+            python, cases = sys.modules.get("_pytest.python"), sys.modules.get("_pytest.unittest")
+            case = getattr(cases, "TestCaseFunction", None)
+            function = getattr(python, "Function", None)
+            known = "case" if case is not None and issubclass(kind, case) else \
+                "function" if function is not None and issubclass(kind, function) else "other"
+            self.kinds[kind] = known
+        return known
+
+    def _current_id(self, test):
+        return self.current[0] if self.current is not None else "?"
+
+    def pytest_runtest_call(self, item):
+        self.returned.discard(item.nodeid)
+        kind = self._kind(item)
+        if kind == "case":
+            self.current = (item.nodeid,)
+            self.parts.start(getattr(item, "_testcase", None))
+            return
+        self.current = None
+        if kind != "function":
+            return
+        original = item.obj
+        if callable(original):
+            self.swapped = (item, original)
+            item.obj = self._wrap(item.nodeid, original)
+
+    def _wrap(self, nodeid, original):
+        """`original`, called through golem's witness."""
+        saw, returned = self._saw, self.returned
+        if self.inspect.iscoroutinefunction(original):
+            async def witnessed(*args, **kwargs):
+                __tracebackhide__ = True
+                try:
+                    result = await original(*args, **kwargs)
+                except BaseException as exc:
+                    saw(nodeid, exc)
+                    raise
+                returned.add(nodeid)
+                return result
+        else:
+            def witnessed(*args, **kwargs):
+                __tracebackhide__ = True
+                try:
+                    result = original(*args, **kwargs)
+                except BaseException as exc:
+                    saw(nodeid, exc)
+                    raise
+                returned.add(nodeid)
+                return result
+        try:    # what plugins read off the function they are handed
+            witnessed.__dict__.update(getattr(original, "__dict__", None) or {})
+            witnessed.__wrapped__ = original
+            witnessed.__name__ = original.__name__
+            witnessed.__qualname__ = original.__qualname__
+            witnessed.__module__ = original.__module__
+        except (AttributeError, TypeError):
+            pass
+        return witnessed
+
+    def _saw(self, nodeid, exc):
+        kind = type(exc)
+        if issubclass(kind, KeyboardInterrupt):
+            return
+        outcomes = sys.modules.get("_pytest.outcomes")
+        skipped = getattr(outcomes, "Skipped", ())
+        xfailed = getattr(outcomes, "XFailed", ())
+        what = "skipped" if skipped and issubclass(kind, skipped) else \
+            "xfail" if xfailed and issubclass(kind, xfailed) else "raised"
+        name = getattr(kind, "__qualname__", None)
+        self.stream.emit(e="witness", id=nodeid, saw=what,
+                         exc=name if type(name) is str else "?")
+
+    def pytest_runtest_teardown(self, item):
+        swapped, self.swapped = self.swapped, None
+        if swapped is not None and swapped[0] is item:
+            item.obj = swapped[1]       # fixtures and reports see the test's own function
+        if self.current is not None and self.current[0] == item.nodeid:
+            self.parts_done[item.nodeid] = self.parts.done \
+                if self.parts.test is not None else 0
+            self.parts.stop(self.parts.test)
+            self.current = None
+
+    def _witnessed(self, item) -> bool:
+        """Whether golem saw `item` pass as the runner reports it did."""
+        kind = self._kind(item)
+        if kind == "function":
+            return item.nodeid in self.returned
+        if kind == "case":
+            return self.parts_done.pop(item.nodeid, 0) >= self.evidence.WITNESSED_PARTS
+        return True
+
     def pytest_runtest_logreport(self, report):
+        if getattr(report, "outcome", None) == "rerun":     # pytest-rerunfailures: again
+            self.stream.emit(e="witness", id=report.nodeid, saw="retry", exc="")
+            self.returned.discard(report.nodeid)
+            return
         if report.failed:
             outcome = "failed" if report.when == "call" else "error"
         elif report.skipped:
@@ -154,6 +274,9 @@ class Plugin:
     def _report(self, nodeid, outcome):
         item = self.items.get(nodeid)
         file, origins = None, []
+        if outcome == "passed" and item is not None and not self._witnessed(item):
+            self.stream.emit(e="witness", id=nodeid, saw="unseen", exc="")
+        self.returned.discard(nodeid)
         if item is not None:
             path = getattr(item, "path", None) or getattr(item, "fspath", None)
             if path is not self.last[0]:    # the items of a module share their path object

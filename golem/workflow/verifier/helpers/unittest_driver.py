@@ -36,6 +36,7 @@ import unittest.signals
 import unittest.suite
 import unittest.util
 
+__unittest = True      # unittest leaves this module's frames out of tracebacks, as its own
 _here = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("golem_evidence", os.path.join(_here, "evidence.py"))
 evidence = importlib.util.module_from_spec(_spec)
@@ -334,6 +335,26 @@ def _shadowed(spaces) -> bool:
 
 _text_start, _text_success = unittest.TextTestResult.startTest, \
     unittest.TextTestResult.addSuccess
+_CASE_RUN = unittest.TestCase.run
+_PARTS = evidence.Parts()   # golem's witness of each test's parts: installed by `main`
+
+
+def _class_run(cls):
+    """The `run` a test class has, read from the class dicts of its `__mro__` (no code of the
+    tree runs: a metaclass's attribute lookup is never asked)."""
+    for klass in _type_mro(cls):
+        found = evidence.class_dict(klass).get("run")
+        if found is not None:
+            return found
+    return None
+
+
+_type_mro = vars(type)["__mro__"].__get__
+
+
+def _id_of(test):
+    """A test's id, as its records name it."""
+    return _describe(test)[0]
 
 
 class _Result(unittest.TextTestResult):
@@ -341,10 +362,16 @@ class _Result(unittest.TextTestResult):
         if _passed and (_type(test) is not _type(_passed[0]) or _len(_passed) >= _BATCH
                         or _monotonic() - _since[0] > 0.05):
             _settle()       # the tests before it let go
+        parts = _PARTS
+        parts.test, parts.done = test, 0      # the test the witness watches now
         _text_start(self, test)
 
     def addSuccess(self, test):
         _text_success(self, test)
+        if _PARTS.installed and not _PARTS.seen(test) and _class_run(_type(test)) is _CASE_RUN:
+            # reported passed, but golem never saw its parts finish (a class with a `run`
+            # of its own runs its tests itself: the runner's word alone)
+            STREAM.emit(e="witness", id=_id_of(test), saw="unseen", exc="")
         if not _passed:
             _since[0] = _monotonic()
         _passed.append(test)
@@ -507,8 +534,9 @@ def main():
     sealed = evidence.Sealed.start(STREAM)      # before any code under test is imported
     evidence.trust()    # no loader but the standard library's
     evidence.watch_reads(STREAM, CWD)
-    global _handed
+    global _handed, _PARTS
     _handed = evidence.handed       # the audit's, bound before any code under test runs
+    _PARTS = evidence.witness_parts(STREAM, _id_of)     # the guard keeps it golem's
     before = _machinery()
     try:
         program = _Program(module=None, argv=sys.argv, testRunner=_Runner,
