@@ -64,6 +64,7 @@ class Environment:
     suite_timeout: float = 1800.0
     deadline: float | None = None       # time.monotonic() instant the whole command ends
     origin: str = ""                    # the real workspace, where editable installs point
+    allow_powers: tuple[str, ...] = ()  # entry points the user allows a change to set
 
     def relocated(self, root: str, *workspaces: str) -> dict[str, str]:
         """The environment of a graded run in `root` standing in for `workspaces` (and the
@@ -466,6 +467,23 @@ def _placed_check(env: Environment, baseline: Baseline, watch: placed.Watch,
     return None
 
 
+def _entry_points(env: Environment, baseline: Baseline, after: SuiteResult, changed: set[str],
+                  original: Callable[[str], bytes | None], workspace: str) -> None:
+    """Take out of `after`'s audit the entry points that are not the change's new power
+    (attribute.excused_entry_points), saying so in the trace."""
+    def current(rel: str) -> bytes | None:
+        found = tree.read_file(workspace, rel, attribute.SOURCE_LIMIT)
+        return found[0] if found else None
+
+    excused = attribute.excused_entry_points(after.audit - baseline.result.audit,
+                                             baseline.result.audit, changed, original,
+                                             current, env.allow_powers)
+    for event, why in sorted(excused.items()):
+        after.audit.discard(event)
+        env.trace.emit("note", message=f"{event[len(attribute.ENTRY_EVENT):]}: not counted "
+                       f"({why})")
+
+
 def _writers(baseline: Baseline, result: SuiteResult, root: str) -> attribute.Writers:
     """The test-side files whose code may write the tests' data, read from the copy `root`
     (where they are as the baseline had them: they are protected)."""
@@ -598,6 +616,7 @@ def grade(env: Environment, baseline: Baseline, workspace: str, changes: Changes
                 reason = (f"tests were collected from {strays[0]}, a file the run added that "
                           "golem did not hold back as a new test file")
                 after.problem = f"{after.problem}; {reason}" if after.problem else reason
+            _entry_points(env, baseline, after, changed, original, workspace)
             late = protect.read_in_run(after.reads, changed - held, facts)
             if late:
                 protected = sorted(protected + late)

@@ -177,3 +177,73 @@ def judge_data(result: SuiteResult, writers: Writers | None,
             continue
         result.audit.add((EVENT + label)[:100])
     return notes
+
+
+# -- asynchronous entry points (helpers/evidence.py) -----------------------------------------
+
+ENTRY_EVENT = "entry point set: "
+# what a source names when it sets an entry point of each kind itself
+POWER_WORDS = {"signal": (b"signal", b"setitimer", b"alarm", b"set_wakeup_fd"),
+               "timer": (b"setitimer", b"alarm", b"Timer"),
+               "thread": (b"Thread", b"_thread", b"start_new_thread", b"Executor", b"Timer"),
+               "exit-hook": (b"atexit",), "finalizer": (b"finalize",),
+               "gc-callback": (b"callbacks",),
+               "frame": (b"_getframe", b"currentframe", b"f_back", b"tb_frame", b"gi_frame",
+                         b"cr_frame", b"ag_frame", b"inspect.stack", b"walk_stack",
+                         b"walk_tb")}
+
+
+FRAME_EVENT = "frame reached by "
+
+
+def entry_point(event: str) -> tuple[str, str, int] | None:
+    """(kind, file, line) of an entry point's audit event, or of a frame reached (kind
+    "frame", no line), or None for another event."""
+    if event.startswith(FRAME_EVENT):
+        kind, where = "frame", event[len(FRAME_EVENT):]
+    elif event.startswith(ENTRY_EVENT):
+        kind, _, where = event[len(ENTRY_EVENT):].partition(" by ")
+    else:
+        return None
+    rel, _, line = where.rpartition(":")
+    return (kind, rel, int(line)) if rel and line.isdigit() else (kind, where, 0)
+
+
+def excused_entry_points(events: set[str], baseline: set[str], changed: set[str],
+                         original: Callable[[str], bytes | None],
+                         current: Callable[[str], bytes | None],
+                         allowed: Iterable[str] = ()) -> dict[str, str]:
+    """The entry points among `events` that are not the change's new power, each with why:
+    of a kind the user allowed; set by a file the baseline's run saw set the same kind (on
+    any line); by a file the change did not touch, or from a line of it the change did not
+    add (the code was there before: a failing baseline never got to it); or by a changed
+    file whose version before the change names that power itself. `original` and
+    `current` give a file's bytes before and after the change."""
+    from golem.workflow.verifier.scan import changed_lines
+    excused, allowed = {}, set(allowed)
+    habits = {(p[0], p[1]) for p in map(entry_point, baseline) if p}
+    added: dict[str, set[int]] = {}
+    for event in events:
+        found = entry_point(event)
+        if found is None:
+            continue
+        kind, rel, line = found
+        if kind in allowed:
+            excused[event] = f"{kind} allowed by the user"
+            continue
+        if (kind, rel) in habits:
+            excused[event] = f"the baseline's run set it from {rel} too"
+            continue
+        if rel not in changed:
+            excused[event] = f"{rel} is unchanged: its code set it before the change"
+            continue
+        before = original(rel)
+        if rel not in added:
+            after = current(rel)
+            added[rel] = changed_lines(before.splitlines() if before is not None else None,
+                                       (after or b"").splitlines())[0]
+        if line and line not in added[rel]:
+            excused[event] = f"{rel}:{line} is a line the change did not add"
+        elif before is not None and any(w in before for w in POWER_WORDS.get(kind, ())):
+            excused[event] = f"{rel} used that power before the change"
+    return excused

@@ -980,7 +980,8 @@ def _audit(fd: int, sealer: list) -> None:
         finally:
             busy.discard(me)
         if where is not None:
-            report("frame reached by " + where)
+            for each in where:
+                report("frame reached by " + each)
 
     def hook(event, args):
         if event == "object.__getattr__":       # the most frequent events, first out
@@ -1059,6 +1060,126 @@ def _audit(fd: int, sealer: list) -> None:
     global imported, planted, handed
     imported, planted, handed = seal.imported, seal.planted, seal.handed
     _addaudithook(hook)
+    _entry_points(report, busy, root)
+
+
+# -- asynchronous entry points ----------------------------------------------------------------
+#
+# Code that runs later, on its own, outside the test that set it up: a signal handler (handed
+# the frame the signal interrupted), a timer, a wake-up descriptor, a thread, an exit hook, a
+# finalizer, a collector callback. Python raises no audit event when one is set, so the
+# functions that set them are wrapped here, before any code under test is imported. Each one
+# set by code of the tree under test (not a test file, not an installed library) is an audit
+# record naming its kind and the file: `REJECTED` unless the baseline's run did the same
+# (`-allow-power KIND` lets the user allow one).
+
+# (module, function, kind) of what sets an entry point
+# (the C modules themselves: `signal.signal` calls `_signal.signal` by name, and code that
+# imports `_signal` directly reaches the same wrapper)
+_ENTRY_POINTS = (("_signal", "signal", "signal"), ("_signal", "setitimer", "timer"),
+                 ("_signal", "alarm", "timer"), ("_signal", "set_wakeup_fd", "signal"),
+                 ("signal", "setitimer", "timer"), ("signal", "alarm", "timer"),
+                 ("signal", "set_wakeup_fd", "signal"),
+                 ("_thread", "start_new_thread", "thread"),
+                 ("_thread", "start_joinable_thread", "thread"),
+                 ("threading", "_start_new_thread", "thread"),
+                 ("threading", "_start_joinable_thread", "thread"),
+                 ("atexit", "register", "exit-hook"))
+
+
+def _entry_points(report, busy, root) -> None:
+    """Wrap what sets an asynchronous entry point (`_ENTRY_POINTS`, `weakref.finalize`)."""
+    import atexit       # noqa: F401 - loaded now, so its `register` is wrapped
+    import signal       # noqa: F401
+    import threading    # noqa: F401
+    import weakref
+    prefix, getframe, ident, side, libraries = root + _sep, _getframe, _get_ident, \
+        test_side, _LIBRARIES
+
+    def setters(frame) -> list:
+        """"FILE:LINE" of each frame of the tree's code on the stack where the entry point
+        was set, innermost first, up to the first test file (installed libraries left
+        out): the code that set it and whoever asked it to."""
+        found = []
+        for _ in range(60):
+            if frame is None:
+                break
+            code = frame.f_code
+            name = code.co_filename
+            if not found and code.co_name == "<module>" and (
+                    not name.startswith(prefix) or not libraries.isdisjoint(
+                        name[len(prefix):].lower().split(_sep)[:-1])):
+                break       # a module of the standard library or an installed package,
+                # setting it as it is imported (logging's exit hook): not the tree's code
+            if name.startswith(prefix):
+                rel = name[len(prefix):].replace(_sep, "/")
+                if side(rel):
+                    break       # the tests' own code asked for it
+                if libraries.isdisjoint(rel.lower().split("/")[:-1]):
+                    where = f"{rel}:{frame.f_lineno}"
+                    if where not in found:
+                        found.append(where)
+            frame = frame.f_back
+        return found[:5]
+
+    def seen(kind):
+        me = ident()
+        busy.add(me)    # the lookup is golem's own, no frame reached
+        try:
+            frame = getframe(2)
+        finally:
+            busy.discard(me)
+        for rel in setters(frame):
+            report(f"entry point set: {kind} by {rel}")
+        frame = None
+
+    def wrapped(original, kind):
+        def entry(*args, **kwargs):
+            seen(kind)
+            return original(*args, **kwargs)
+        entry.__name__ = getattr(original, "__name__", kind)
+        entry.__qualname__ = getattr(original, "__qualname__", kind)
+        entry.__doc__ = getattr(original, "__doc__", None)
+        return entry
+
+    for module_name, name, kind in _ENTRY_POINTS:
+        module = sys.modules.get(module_name)
+        original = getattr(module, name, None)
+        if original is not None:
+            setattr(module, name, wrapped(original, kind))
+    finalize = weakref.finalize
+    made = vars(finalize)["__init__"]
+
+    def __init__(self, *args, **kwargs):
+        seen("finalizer")
+        made(self, *args, **kwargs)
+
+    finalize.__init__ = __init__
+    _CALLBACKS.extend(_gc_callbacks())
+
+
+_CALLBACKS = []     # gc.callbacks as the audit found them
+
+
+def _gc_callbacks() -> list:
+    gc = sys.modules.get("gc")
+    return _list(getattr(gc, "callbacks", None) or ())
+
+
+def callbacks_added(root: str) -> list:
+    """"FILE:LINE" of the functions of the tree (not of test files) added to gc.callbacks
+    since the audit started: the collector calls them, with no audit event, at any time."""
+    before, found = _CALLBACKS, []
+    for callback in _gc_callbacks():
+        if _any(callback is old for old in before):
+            continue
+        code = getattr(callback, "__code__", None)
+        rel = relative(getattr(code, "co_filename", None), root)
+        if rel is not None and not test_side(rel):
+            where = f"{rel}:{getattr(code, 'co_firstlineno', 0)}"
+            if where not in found:
+                found.append(where)
+    return found
 
 
 _MODULES, _values, _get = sys.modules, dict.values, dict.get
@@ -1509,8 +1630,9 @@ def test_side(rel) -> bool:
 
 
 def _frame_reacher(root: str):
-    """A function: the frame that reached for a frame -> the workspace file (not a test file
-    by name) whose code asked, or None."""
+    """A function: the frame that reached for a frame -> "FILE:LINE" of the workspace code
+    (not a test file by name) that asked, then of the workspace code on the stack that
+    called it, up to the tests'; or None."""
     basename, prefix = os.path.basename, root + _sep
     # the names of the functions that hand frames out: most frames reached (unittest's
     # `assertRaises` clears the frames of every traceback it catches) are told apart by name
@@ -1531,7 +1653,26 @@ def _frame_reacher(root: str):
             rel = name[len(prefix):].replace(_sep, "/")
             if test_side(rel) or not _LIBRARIES.isdisjoint(rel.lower().split("/")[:-1]):
                 return None     # the tests' own code (protected), or an installed library
-            return rel
+            # "FILE:LINE" of the code that reached, then of the tree's code that called it,
+            # up to the tests' (what golem excuses depends on the lines the change added)
+            found = [f"{rel}:{frame.f_lineno}"]
+            frame = frame.f_back
+            for _ in range(60):
+                if frame is None:
+                    break
+                name = frame.f_code.co_filename
+                if name.startswith(prefix):
+                    rel = name[len(prefix):].replace(_sep, "/")
+                    if test_side(rel):
+                        break
+                    if _LIBRARIES.isdisjoint(rel.lower().split("/")[:-1]):
+                        where = f"{rel}:{frame.f_lineno}"
+                        if where not in found:
+                            found.append(where)
+                            if len(found) >= 5:
+                                break
+                frame = frame.f_back
+            return found
         return None
 
     return reacher

@@ -304,6 +304,8 @@ class Plugin:
                          if key not in self.plugins]
         if replaced:
             self.stream.emit(e="guard", replaced=replaced)
+        for rel in self.evidence.callbacks_added(self.cwd):
+            self.stream.emit(e="audit", event=f"entry point set: gc-callback by {rel}")
         for snapshot in self.early_data:    # golem judges each against the baseline and
             for change in self.evidence.data_changed(snapshot):     # its writer
                 self.stream.emit(e="data", **change)

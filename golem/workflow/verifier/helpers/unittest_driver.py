@@ -561,6 +561,8 @@ def main():
         replaced += evidence.gained(snapshot, _CASE_NAMES)
     if replaced:
         STREAM.emit(e="guard", replaced=replaced)
+    for rel in evidence.callbacks_added(CWD):
+        STREAM.emit(e="audit", event=f"entry point set: gc-callback by {rel}")
     for snapshot in _EARLY_DATA:    # golem judges each against the baseline and its writer
         for change in evidence.data_changed(snapshot):
             STREAM.emit(e="data", **change)
