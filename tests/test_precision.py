@@ -22,6 +22,7 @@ from tests.layouts import checkout, commit
 from tests.provider_server import chat
 
 UNITTEST = "python3 -m unittest discover -s tests -t ."
+PLAIN = "python3 -m unittest discover -s tests"
 BUGGY_MORE = "def add(a, b):\n    return a - b\n"
 FIXED_MORE = "def add(a, b):\n    return a + b\n"
 CLI = ("from pkg.more import add\n\n\ndef main():\n    return add(1, 1)\n\n\n"
@@ -179,21 +180,31 @@ class T(unittest.TestCase):
 
     def test_verify_takes_absolute_and_climbing_links(self):
         repo = self.linked_repo()
-        code, report, err = self.verify(repo, command="python3 -m unittest discover -s tests")
+        code, report, err = self.verify(repo, command=PLAIN)
         self.assertNotIn("Traceback", err)
         self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
         self.assertEqual(report["fixed"], ["test_calc.T.test_add"])
 
     def test_links_git_archive_leaves_out(self):
         repo = self.linked_repo(ignored=True)
-        code, report, err = self.verify(repo, command="python3 -m unittest discover -s tests")
+        code, report, err = self.verify(repo, command=PLAIN)
         self.assertNotIn("Traceback", err)
+        self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
+
+    def test_fix_takes_the_same_tree(self):
+        repo = self.linked_repo()
+        write_files(repo, {"calc.py": BUGGY_MORE})
+        edit = ("edit_file", {"path": "calc.py", "old_string": "a - b", "new_string": "a + b"})
+        server = self.serve([chat(tool_calls=[edit]), chat("fixed")])
+        code, out, err = run_cli(["fix", "-dir", repo, "-test", PLAIN, "-provider", "openai",
+                                  "-base-url", server.url, "-sandbox", "none", "-json"])
+        report = json.loads(out.splitlines()[-1])
         self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
 
     @unittest.skipUnless(shutil.which("bwrap"), "bubblewrap is not installed")
     def test_links_under_bubblewrap(self):
         repo = self.linked_repo()
-        code, report, err = self.verify(repo, command="python3 -m unittest discover -s tests",
+        code, report, err = self.verify(repo, command=PLAIN,
                                         sandbox="bwrap")
         self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
 
@@ -226,7 +237,6 @@ class AddTest(unittest.TestCase):
 KNOWN = "test_env.EnvTest.test_old_python"
 PROJECT = {"calc.py": BUGGY_MORE, "tests/test_calc.py": CALC_TESTS,
            "tests/test_env.py": ENV_TESTS}
-PLAIN = "python3 -m unittest discover -s tests"
 
 
 class KnownFailing(Verifying):

@@ -697,7 +697,8 @@ def run_later(rel: str, kind: str, allowed: tuple[str, ...] | list[str] = (),
               run_by: dict[str, str] | None = None) -> str | None:
     """Why an added or modified `rel` is a file another tool runs later (and so protected),
     or None: it is not one, it was removed, or `allowed` (-allow-change) names it. `tree`
-    holds the paths around it in lower case; `run_by` maps a script to the run-later file that names it (`named_to_run`)."""
+    holds the paths around it in lower case; `run_by` maps a script to the run-later file that
+    names it (`named_to_run`)."""
     if kind == "removed" or any(fnmatch.fnmatchcase(rel, glob) for glob in allowed):
         return None
     what = run_later_kind(rel, tree)
