@@ -17,7 +17,7 @@ import unittest
 
 from golem.workflow.verifier.grade import judge
 from golem.workflow.verifier.suite import SuiteResult
-from tests.fixtures import GolemCase, run_cli, write_files
+from tests.fixtures import GolemCase, git, run_cli, write_files
 from tests.layouts import checkout, commit
 from tests.provider_server import chat
 
@@ -115,6 +115,18 @@ class RunLaterPrecision(Verifying):
         self.assertIn(".github/workflows/ci.yml runs it", named["tools/ci.py"])
         code, report, err = self.verify(repo, "-allow-change", "pkg/*,tools/*")
         self.assertEqual((report["verdict"], code), ("VERIFIED", 0), report["summary"])
+
+    def test_a_script_a_filter_of_gits_configuration_runs_is_protected(self):
+        repo = checkout(self.tmp, {**NAMED, "tools/clean.py": "print('clean')\n",
+                                   ".gitattributes": "*.txt filter=tidy\n"})
+        git(repo, "config", "filter.tidy.clean", "python3 tools/clean.py %f")
+        write_files(repo, {"pkg/more.py": FIXED_MORE, "pkg/table.py": "ROWS = (1, 2)\n",
+                           "tools/clean.py": PAYLOAD})
+        code, report, err = self.verify(repo)
+        self.assertEqual(report["verdict"], "REJECTED", report["summary"])
+        named = {p["path"]: p["reason"] for p in report["protected_changes"]}
+        self.assertEqual(list(named), ["tools/clean.py"])
+        self.assertIn("filter.tidy.clean", named["tools/clean.py"])
 
     def test_gitattributes_itself_stays_protected(self):
         repo = checkout(self.tmp, NAMED)

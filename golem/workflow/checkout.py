@@ -82,6 +82,27 @@ def run_git(root: str, *args: str, binary: bool = False,
     return done.stdout if binary else done.stdout.decode(errors="surrogateescape")
 
 
+# the keys of git's configuration whose value is a command git runs on the tree's files
+DRIVER_KEY = re.compile(r"(?:filter\..+\.(?:clean|smudge|process)|diff\..+\.(?:textconv|command)"
+                        r"|merge\..+\.driver)", re.S)
+
+
+def driver_commands(root: str) -> list[tuple[str, str]]:
+    """(key, command) of the filter, diff and merge drivers git's configuration defines for
+    the checkout at `root` (global, system and the repository's own): what attributes such
+    as `filter=NAME` make git run. None outside git, or when git is missing."""
+    try:
+        listing = run_git(root, "config", "-z", "--get-regexp", r"^(filter|diff|merge)\.")
+    except UsageError:
+        return []
+    found = []
+    for item in listing.split("\0")[:1000]:
+        key, _, command = item.partition("\n")
+        if DRIVER_KEY.fullmatch(key) and command.strip():
+            found.append((key, command))
+    return found
+
+
 def gitlinks(root: str, rev: str) -> dict[str, str]:
     """The submodules `rev` records below `root`: path (relative to root) -> commit."""
     listing = run_git(root, "ls-tree", "-r", "-z", rev)

@@ -21,6 +21,7 @@ from golem.tools import default_registry, process, tree
 from golem.trace import Trace
 from golem.trace.console import duration
 from golem.workflow import present, runs
+from golem.workflow.checkout import driver_commands
 from golem.workflow.patch import base_commit, diffstat, file_diffs
 from golem.workflow.setup import Options, Setup
 from golem.workflow.verifier import agent_scratch, grade, known, rebuild, run_baseline
@@ -114,6 +115,7 @@ def facts_for(setup: Setup, baseline, snap: Snapshot, changes, trees_changed,
     facts.read_by_tests(baseline.result.reads)
     facts.plugins = set(baseline.result.plugins)
     facts.loaded_by_tests(baseline.result.modules, baseline.result.origins, baseline.cwd)
+    facts.drivers = driver_commands(setup.workspace.root)
     root = where or setup.workspace.root
     facts.doctests = doctest_changes(
         changes, baseline.result.tests or {}, baseline.result.files,

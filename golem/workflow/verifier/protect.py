@@ -102,6 +102,8 @@ class Facts:
     # change touched: file -> the run-later file that runs it
     run_main: dict[str, str] = field(default_factory=dict)
     known_failing: tuple[str, ...] = ()     # -known-failing: tests the run is not judged on
+    # the commands git's configuration gives filter, diff and merge drivers: (key, command)
+    drivers: list[tuple[str, str]] = field(default_factory=list)
 
     def loaded_by_tests(self, modules: list[str], origins: dict[str, list[str]],
                         cwd: str) -> None:
@@ -126,7 +128,7 @@ class Facts:
         baseline's tests imported, which the tests judge like any code under test; of
         those, one whose `if __name__ == "__main__":` block the change touched goes in
         `run_main` (only the tool that runs it runs that block)."""
-        run_by = named_to_run(self.before, changes, original, current)
+        run_by = named_to_run(self.before, changes, original, current, self.drivers)
         changed = set(changes.added) | set(changes.modified)
         for script in sorted(set(run_by) & self.imported):
             runner = run_by.pop(script)
@@ -819,12 +821,15 @@ def _own(rel: str) -> bool:
 
 
 def named_to_run(before: set[str], changes: Changes, original: Callable[[str], bytes | None],
-                 current: Callable[[str], bytes | None]) -> dict[str, str]:
+                 current: Callable[[str], bytes | None],
+                 drivers: list[tuple[str, str]] = ()) -> dict[str, str]:
     """Every file of the tree that a run-later file names to run (`bash tools/ci.sh`,
     `entry: python tools/lint.py`, `./scripts/deploy.sh`, a Makefile recipe, a hook file
-    `mkdocs.yml` lists), and the files those name in turn: file -> the file that names it.
-    Read: each run-later file at the base (`original`) and as changed (`current`), up to
-    NAMED_LIMIT bytes each and NAMED_FILES files in all."""
+    `mkdocs.yml` lists), or that a command of git's configuration runs (`drivers`: (key,
+    command) of filter, diff and merge drivers, run from the top), and the files those name
+    in turn: file -> the file (or key) that names it. Read: each run-later file at the base
+    (`original`) and as changed (`current`), up to NAMED_LIMIT bytes each and NAMED_FILES
+    files in all."""
     removed = set(changes.removed)
     tree = (set(before) | set(changes.added)) - removed
     paths = {p.lower(): p for p in sorted(tree)}
@@ -838,6 +843,14 @@ def named_to_run(before: set[str], changes: Changes, original: Callable[[str], b
     queue = [(p, original) for p in sorted(before) if runs(p)]
     queue += [(p, current) for p in sorted(changed) if runs(p)]
     run_by: dict[str, str] = {}
+    for key, command in drivers:
+        for word in _words_that_run(command[:4000], False, False):
+            for target in _resolve(word, "", paths, names):
+                if target not in run_by:
+                    run_by[target] = f"git's configuration ({key})"
+                    queue += [(target, read) for read, where in ((original, before),
+                                                                 (current, changed))
+                              if target in where]
     seen: set[tuple[str, bool]] = set()
     for rel, read in queue:
         if (rel, read is current) in seen or len(seen) >= NAMED_FILES:
