@@ -265,7 +265,8 @@ class KnownFailing(Verifying):
         self.assertEqual((report["verdict"], code), ("FAILED", 1), report["summary"])
         self.assertEqual(report["still_failing"], [KNOWN])
         self.assertEqual(report["failing_before_untouched"], [KNOWN])
-        self.assertIn("as before the change", report["summary"])
+        self.assertIn(f"1 still failing: {KNOWN} (failing before the change the same way",
+                      report["summary"])
         self.assertIn("-known-failing", report["summary"])
         self.assertEqual(report["fixed"], ["test_calc.AddTest.test_add"])
         # the trace's verdict and the report say it too
@@ -384,6 +385,18 @@ class Judging(unittest.TestCase):
         verdict = judge(before, after, protected, {"tests/test_a.py"})
         self.assertEqual(verdict.still_failing, ["test_a.A.test_x"])
         self.assertEqual(verdict.ran_changed_code, ["test_b.B.test_y"])
+
+
+class Annotations(unittest.TestCase):
+    def test_known_failing_tests_are_no_errors_and_the_old_failures_are_said(self):
+        import io
+        from golem.workflow.github import annotate, summary_markdown
+        report = {"verdict": "VERIFIED", "summary": "VERIFIED", "still_failing": ["t.a"],
+                  "failing_before_untouched": ["t.a"], "known_failing": ["t.k"]}
+        out = io.StringIO()
+        annotate(report, out)
+        self.assertEqual(out.getvalue(), "::error title=golem: test still failing::t.a\n")
+        self.assertIn("Known failing, not judged", summary_markdown(report))
 
 
 class RejectedLists(Verifying):

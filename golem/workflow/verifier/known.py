@@ -96,16 +96,16 @@ def names(ids: list[str], limit: int = 5) -> str:
 
 def still_phrase(verdict) -> str:
     """The verdict line's words for the tests still failing, those that failed before the
-    same way and whose test code the change does not touch named as such."""
+    same way and whose test code the change does not touch named as such (a fact, not a
+    judgement: a test the change was meant to fix and did not reads the same)."""
     still, same = verdict.still_failing, verdict.failing_before_untouched
+    text = f"{len(still)} still failing: {names(still)}"
     if not same:
-        return f"{len(still)} still failing: {names(still)}"
-    hint = "; if they fail for reasons outside the change, -known-failing judges without them"
-    if len(same) == len(still):
-        return (f"{len(still)} still failing as before the change (the same outcome, none "
-                f"of their test code changed): {names(still)}{hint}")
-    return (f"{len(still)} still failing: {names(still)} ({names(same)} as before the "
-            f"change: the same outcome, none of their test code changed{hint})")
+        return text
+    which = "" if len(same) == len(still) else f"{names(same)}: "
+    return (f"{text} ({which}failing before the change the same way, none of their test "
+            "code changed; -known-failing sets apart tests that fail for reasons outside "
+            "the change)")
 
 
 def known_phrase(verdict) -> str:
