@@ -326,6 +326,13 @@ class KnownFailing(Verifying):
         self.assertEqual((report["verdict"], code), ("ALREADY_GREEN", 0), report["summary"])
         self.assertIn("apart from 1 known-failing test", report["summary"])
 
+    def test_a_name_that_covers_no_test_is_said(self):
+        repo = self.fixed()
+        code, report, err = self.verify(repo, "-known-failing", "test_env.EnvTest.test_typo",
+                                        command=PLAIN)
+        self.assertEqual(report["verdict"], "FAILED", report["summary"])
+        self.assertIn("-known-failing test_env.EnvTest.test_typo: no test", err)
+
     def test_bad_ids_are_one_line(self):
         code, out, err = run_cli(["verify", "-dir", self.tmp, "-base", "HEAD",
                                   "-known-failing", "golem: the guard"])
