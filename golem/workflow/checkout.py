@@ -90,7 +90,7 @@ DRIVER_KEY = re.compile(r"(?:filter\..+\.(?:clean|smudge|process)|diff\..+\.(?:t
 def driver_commands(root: str) -> list[tuple[str, str]]:
     """(key, command) of the filter, diff and merge drivers git's configuration defines for
     the checkout at `root` (global, system and the repository's own): what attributes such
-    as `filter=NAME` make git run. None outside git, or when git is missing."""
+    as `filter=NAME` make git run; none outside git, or when git is missing."""
     try:
         listing = run_git(root, "config", "-z", "--get-regexp", r"^(filter|diff|merge)\.")
     except UsageError:
