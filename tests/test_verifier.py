@@ -953,7 +953,8 @@ class VerdictTest(unittest.TestCase):
         after = {"t.a": "passed", "t.b": "passed", "t.c": "passed", "t.new": "failed"}
         verdict = judge(result(self.before, 1), result(after, 1), [])
         self.assertEqual(verdict.name, "FAILED")
-        self.assertEqual(verdict.still_failing, ["t.new"])
+        # it did not fail before: newly failing, never "still" failing
+        self.assertEqual((verdict.still_failing, verdict.newly_failing), ([], ["t.new"]))
 
     def test_an_import_failure_is_fixed_only_when_its_file_passes_whole(self):
         # the module failed to import: it is tracked by its file, not by the pseudo id
@@ -1509,7 +1510,7 @@ class TamperingTest(SuiteCase):
         verdict = self.grade(argv, before, entries, after)
         self.assertEqual(verdict.name, "FAILED", verdict.summary)
         self.assertIn("golem: the code under test replaced unittest.case.TestCase.assertEqual",
-                      verdict.still_failing)
+                      verdict.newly_failing)
 
     @unittest.skipUnless(HAVE_PYTEST, NO_PYTEST)
     def test_source_that_replaces_pytest_at_import_is_not_a_fix(self):

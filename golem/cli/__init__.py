@@ -26,20 +26,20 @@ AGENT_SETTINGS = ["provider", "model", "base-url", "steps", "tokens", "wall", "c
                   "sandbox", "max-tokens", "retries", "window", "context", "color", "quiet",
                   "verbose", "keep-runs", "keep-size"]
 SETTINGS_OF = {"fix": AGENT_SETTINGS + ["test", "allow", "strict", "repeat", "env",
-                                      "allow-change"],
+                                      "allow-change", "known-failing"],
                "run": AGENT_SETTINGS + ["test", "allow", "env"],
                "ask": AGENT_SETTINGS,
                "verify": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose",
-                          "env", "allow-change"],
+                          "env", "allow-change", "known-failing"],
                "pick": ["test", "sandbox", "strict", "repeat", "color", "quiet", "verbose",
-                        "env", "allow-change"]}
+                        "env", "allow-change", "known-failing"]}
 
 
 def settings_for(args: argparse.Namespace) -> config.Effective:
     """The command's settings: flag, environment, repository, user, default."""
     names = SETTINGS_OF[args.command]
     flags = {name: getattr(args, name.replace("-", "_"), None) for name in names}
-    for name in ("allow", "allow-change", "env"):     # repeatable: one list of lists
+    for name in ("allow", "allow-change", "env", "known-failing"):    # repeatable
         if flags.get(name) is not None:
             flags[name] = [p for group in flags[name] for p in group]
     workspace = args.dir if os.path.isdir(args.dir) else None
@@ -183,8 +183,9 @@ def _env(values: dict) -> dict[str, str]:
 
 def allowing_changes(options, values: dict):
     """`options` carrying -allow-change (flag or user config): the files other tools run
-    that the change may touch."""
+    that the change may touch; and -known-failing: the tests the verdict is not judged on."""
     options.allow_change = list(values.get("allow-change") or [])
+    options.known_failing = list(values.get("known-failing") or [])
     return options
 
 

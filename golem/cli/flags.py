@@ -191,6 +191,11 @@ def _grading_flags(parser: argparse.ArgumentParser) -> None:
           metavar="GLOB[,GLOB]", type=_value(config.globs, "GLOB"),
           help="files other tools run (CI, hooks, task runners, build scripts) that the "
                "change may touch (repeatable; default none: such a change is REJECTED)")
+    _flag(parser, "known-failing", dest="known_failing", action="append", default=None,
+          metavar="ID[,ID]", type=_value(config.test_ids, "ID"),
+          help="tests that fail for reasons outside the change (a test id, or its file, "
+               "module or class): still run and reported, but the verdict is not judged on "
+               "them (repeatable)")
     _setting(parser, "repeat", "N", "after grading, re-run each previously failing test N "
              "more times alone; a changed outcome is flaky and not VERIFIED")
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from golem.core.errors import UsageError
 from golem.config.values import (budget_count, choice, command, dollars, duration,  # noqa: F401
                           flag_bool, globs, plain, positive, price, programs, provider_name,
-                          show, size, text, variables)
+                          show, size, test_ids, text, variables)
 
 DEFAULT_MODELS = {"openrouter": "anthropic/claude-sonnet-4.5", "openai": "gpt-4.1",
                   "anthropic": "claude-sonnet-4-5", "demo": "demo"}
@@ -79,6 +79,8 @@ SETTINGS = {s.name: s for s in (
             repo=False),
     Setting("env", variables, [], "variables test runs and commands get (NAME=VALUE)"),
     Setting("allow-change", globs, [], "files other tools run that a change may touch",
+            repo=False),
+    Setting("known-failing", test_ids, [], "tests run and reported but not judged",
             repo=False),
 )}
 SECRET_WORDS = ("key", "secret", "password", "passwd", "credential")

@@ -149,6 +149,36 @@ def globs(value: Any) -> list[str]:
     return found
 
 
+def test_ids(value: Any) -> list[str]:
+    """Test ids as the verdict names them (`tests/test_x.py::test_y`, `test_x.T.test_y`), or
+    a file, module or class holding them: a list, or one text with commas (a flag may be
+    given several times); a comma inside a parameter set (`test_y[1,2]`) stays in the id."""
+    items = value if isinstance(value, list) else [value]
+    found = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"give test ids, like tests/test_x.py::test_y (got {item!r})")
+        depth, start, pieces = 0, 0, []
+        for at, char in enumerate(item):
+            if char == "[":
+                depth += 1
+            elif char == "]" and depth:
+                depth -= 1
+            elif char == "," and not depth:
+                pieces.append(item[start:at])
+                start = at + 1
+        pieces.append(item[start:])
+        for test_id in (p.strip() for p in pieces):
+            if not test_id:
+                continue
+            if "\0" in test_id or "\n" in test_id or test_id.startswith("golem:"):
+                raise ValueError(f"{test_id!r}: give a test id as the verdict names it, like "
+                                 "tests/test_x.py::test_y (golem's own findings cannot be "
+                                 "set apart)")
+            found.append(test_id)
+    return found
+
+
 def flag_bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"give true or false (got {value!r})")

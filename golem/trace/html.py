@@ -242,7 +242,11 @@ def _tests(run: list[Event]) -> str:
     verdict = _last(run, "verdict") or {}
     graded = "".join(_ids(title, verdict.get(key)) for key, title in (
         ("fixed", "fixed"), ("still_failing", "still failing"),
-        ("newly_failing", "newly failing"), ("missing", "missing")))
+        ("failing_before_untouched", "of those, failing before the same way, test code "
+                                     "untouched"),
+        ("newly_failing", "newly failing"), ("missing", "missing"),
+        ("ran_changed_code", "ran code the change made in place of their own"),
+        ("known_failing", "known failing, not judged")))
     return (f"<h2>Tests</h2><div class=grid>{''.join(cells)}</div>{graded}"
             + _outcome_table(_last(run, "outcomes")) + _baseline_output(run))
 

@@ -44,7 +44,7 @@ from golem.workflow.fix import (UNSEALED, VERDICT_EXTRAS, _own_files, _tail, bas
 from golem.workflow.patch import diffstat, file_diffs
 from golem.workflow.pool import Pool, SharedBudget
 from golem.workflow.setup import Options, Setup
-from golem.workflow.verifier import agent_scratch, grade, rebuild, run_baseline
+from golem.workflow.verifier import agent_scratch, grade, known, rebuild, run_baseline
 from golem.workflow.verifier.grade import Verdict
 from golem.workflow.verifier.scratch import Phase
 from golem.workflow.verifier.snapshot import (Changes, Entry, Snapshot, _large, compare,
@@ -196,7 +196,9 @@ class Runner:
         self.started: dict[int, Attempt] = {}      # every attempt begun, for an interrupt
         reserve = reserve_for_verification(options, baseline.result)
         self.wall = options.budget.wall - reserve if reserve else options.budget.wall
-        self.task = prompts.fix_task(setup.command.text, baseline.result.failing,
+        self.task = prompts.fix_task(setup.command.text,
+                                     known.to_fix(baseline.result.failing,
+                                                  options.known_failing),
                                      _tail(baseline.result.output))
 
     def run(self, spec: Spec, stopper: cancel.Cancel) -> Attempt:
@@ -388,8 +390,10 @@ def fix_attempts(options: Options, specs: list[Spec], trace: Trace, secrets: lis
             preflight_wait(spec.provider, options.budget.deadline)
         report = base_report(setup, baseline.result)
         report.update(attempts=[], chosen=None)
-        if baseline.result.passed:
-            summary = "ALREADY_GREEN: the suite passes before any change; no model was called"
+        green = known.green_before(baseline.result, options.known_failing)
+        if green is not None:
+            summary = (f"ALREADY_GREEN: the suite passes before any change{green}; no model "
+                       "was called")
             trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
         trace.emit("phase", name="snapshot")
@@ -479,12 +483,11 @@ def _conclude(report: dict, attempts: list[Attempt], runner: Runner,
     else:
         runs.finish_run(runner.run_dir, Changes([], [], []), {})
         name = verdict.name
-        verdict = Verdict(name, f"{name}: no attempt was verified ({len(attempts)} attempts; "
-                          f"patches kept in {runner.run_dir}); closest, attempt "
-                          f"{pick.spec.index} ({pick.spec.model}): "
-                          f"{verdict.summary.split(': ', 1)[-1]}", verdict.fixed,
-                          verdict.still_failing, verdict.newly_failing, verdict.missing,
-                          verdict.protected)
+        verdict = dataclasses.replace(
+            verdict, summary=f"{name}: no attempt was verified ({len(attempts)} attempts; "
+                             f"patches kept in {runner.run_dir}); closest, attempt "
+                             f"{pick.spec.index} ({pick.spec.model}): "
+                             f"{verdict.summary.split(': ', 1)[-1]}")
         report["changed_files"] = []
     report.update(exit_code=verdict.exit_code, **verdict.fields())
     present.emit_diff(trace, pick.diffs)

@@ -82,6 +82,27 @@ def run_git(root: str, *args: str, binary: bool = False,
     return done.stdout if binary else done.stdout.decode(errors="surrogateescape")
 
 
+# the keys of git's configuration whose value is a command git runs on the tree's files
+DRIVER_KEY = re.compile(r"(?:filter\..+\.(?:clean|smudge|process)|diff\..+\.(?:textconv|command)"
+                        r"|merge\..+\.driver)", re.S)
+
+
+def driver_commands(root: str) -> list[tuple[str, str]]:
+    """(key, command) of the filter, diff and merge drivers git's configuration defines for
+    the checkout at `root` (global, system and the repository's own): what attributes such
+    as `filter=NAME` make git run; none outside git, or when git is missing."""
+    try:
+        listing = run_git(root, "config", "-z", "--get-regexp", r"^(filter|diff|merge)\.")
+    except UsageError:
+        return []
+    found = []
+    for item in listing.split("\0")[:1000]:
+        key, _, command = item.partition("\n")
+        if DRIVER_KEY.fullmatch(key) and command.strip():
+            found.append((key, command))
+    return found
+
+
 def gitlinks(root: str, rev: str) -> dict[str, str]:
     """The submodules `rev` records below `root`: path (relative to root) -> commit."""
     listing = run_git(root, "ls-tree", "-r", "-z", rev)
@@ -160,17 +181,7 @@ def export(root: str, rev: str, target: str) -> None:
     os.makedirs(target, exist_ok=True)
     if os.listdir(target):
         raise UsageError(f"cannot export {rev} into {target}: it is not empty")
-    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        if hasattr(tarfile, "data_filter"):
-            archive.extractall(target, filter="data")
-        else:
-            for member in archive.getmembers():   # Python before 3.11.4: check by hand
-                name = member.name
-                if name.startswith("/") or ".." in name.split("/") or member.islnk() or \
-                        (member.issym() and (member.linkname.startswith("/")
-                                             or ".." in member.linkname.split("/"))):
-                    raise UsageError(f"refusing to export {name!r} from {rev}")
-            archive.extractall(target)
+    _unpack(data, target, rev, os.path.realpath(root))
     _fill_in(root, rev, prefix, target)
     for path, commit in sorted(gitlinks(root, rev).items()):
         if not _checked_out(root, path):
@@ -186,6 +197,41 @@ def export(root: str, rev: str, target: str) -> None:
             raise UsageError(f"refusing to export submodule {path!r}: its place in the "
                              "export is not a directory of the export")
         export(sub, commit, place)
+
+
+def link_target(link: str, root: str, target: str) -> str:
+    """Where a link of the tree at `root`, exported into `target`, points in the export:
+    an absolute link into `root` at the same place in `target` (as `fix`'s copies do);
+    every other link as git holds it, absolute or leaving the tree, which then points at
+    nothing of the export."""
+    if link == root or link.startswith(root + "/"):
+        return target + link[len(root):]
+    return link
+
+
+def _unpack(data: bytes, target: str, rev: str, root: str) -> None:
+    """Write the tar archive `data` (`git archive`'s) into `target`, never through a link:
+    directories, files (executable or not) and symbolic links, each link kept as a link
+    (`link_target`), whatever it points at. Other kinds of member (git writes none) are
+    skipped."""
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive, tree.Writer(target) as writer:
+        for member in archive:
+            name = member.name.rstrip("/")
+            parts = name.split("/")
+            if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+                raise UsageError(f"refusing to export {member.name!r} from {rev}: not a path "
+                                 "inside the tree")
+            try:
+                if member.isdir():
+                    writer.mkdir(name)
+                elif member.issym():
+                    writer.symlink(name, link_target(member.linkname, root, target))
+                elif member.isreg():
+                    handle = archive.extractfile(member)
+                    writer.write(name, handle.read() if handle else b"",
+                                 0o755 if member.mode & 0o111 else 0o644)
+            except (OSError, tree.TreeError) as exc:
+                raise UsageError(f"cannot export {name!r} from {rev}: {exc}") from None
 
 
 def _fill_in(root: str, rev: str, prefix: str, target: str) -> None:
@@ -205,10 +251,7 @@ def _fill_in(root: str, rev: str, prefix: str, target: str) -> None:
             try:
                 if mode == "120000":
                     link = run_git(top, "cat-file", "blob", sha)
-                    if link.startswith("/") or ".." in link.split("/"):
-                        raise UsageError(f"refusing to export {path!r} from {rev}: a link "
-                                         "out of the tree")
-                    writer.symlink(path, link)
+                    writer.symlink(path, link_target(link, os.path.realpath(root), target))
                     continue
                 data = run_git(top, "cat-file", "--filters", f"--path={prefix}{path}",
                                sha, binary=True)

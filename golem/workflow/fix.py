@@ -21,9 +21,10 @@ from golem.tools import default_registry, process, tree
 from golem.trace import Trace
 from golem.trace.console import duration
 from golem.workflow import present, runs
+from golem.workflow.checkout import driver_commands
 from golem.workflow.patch import base_commit, diffstat, file_diffs
 from golem.workflow.setup import Options, Setup
-from golem.workflow.verifier import agent_scratch, grade, rebuild, run_baseline
+from golem.workflow.verifier import agent_scratch, grade, known, rebuild, run_baseline
 from golem.workflow.verifier.grade import Verdict
 from golem.workflow.verifier.protect import Facts, doctest_changes, import_roots
 from golem.workflow.verifier.snapshot import (Changes, Snapshot, bytecode, compare,
@@ -54,6 +55,7 @@ def base_report(setup: Setup, before: SuiteResult) -> dict:
             "new_tests": [], "new_test_results": {}, "tests": {"before": before.to_json(),
                                                                "after": None},
             "fixed": [], "still_failing": before.failing, "newly_failing": [], "missing": [],
+            "ran_changed_code": [], "failing_before_untouched": [], "known_failing": [],
             "claimed": "", "suspicious": [], "trace": setup.options.trace,
             "test_command": setup.command.text, "evidence": before.evidence,
             "run_id": None, "patch": None, "error": None, "flaky": [], "verified_in": None,
@@ -105,12 +107,15 @@ def facts_for(setup: Setup, baseline, snap: Snapshot, changes, trees_changed,
     interp = baseline.plan.interpreter
     facts = Facts(test_argv=setup.command.argv, test_files=baseline.test_files, before=before,
                   trees_changed=trees_changed,
-                  allow_change=tuple(setup.options.allow_change))
+                  allow_change=tuple(setup.options.allow_change),
+                  known_failing=tuple(setup.options.known_failing))
     if interp is not None and interp.names:
         facts.outside_names = interp.names
         facts.suffixes = interp.suffixes
     facts.read_by_tests(baseline.result.reads)
     facts.plugins = set(baseline.result.plugins)
+    facts.loaded_by_tests(baseline.result.modules, baseline.result.origins, baseline.cwd)
+    facts.drivers = driver_commands(setup.workspace.root)
     root = where or setup.workspace.root
     facts.doctests = doctest_changes(
         changes, baseline.result.tests or {}, baseline.result.files,
@@ -136,8 +141,10 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
         preflight.wait(provider, options.budget.deadline)   # a rejected key: exit 2, now
         before = baseline.result
         report = base_report(setup, before)
-        if before.passed:
-            summary = "ALREADY_GREEN: the suite passes before any change; no model was called"
+        green = known.green_before(before, options.known_failing)
+        if green is not None:
+            summary = (f"ALREADY_GREEN: the suite passes before any change{green}; no model "
+                       "was called")
             trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
 
@@ -152,7 +159,9 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
                                          read_only=layout.outside)
         setup.keep(phase)
         registry = default_registry(setup.context(env, wrap), secrets)
-        task = prompts.fix_task(setup.command.text, before.failing, _tail(before.output))
+        task = prompts.fix_task(setup.command.text,
+                                known.to_fix(before.failing, options.known_failing),
+                                _tail(before.output))
         reserve = reserve_for_verification(options, before)
         budget = dataclasses.replace(options.budget, wall=options.budget.wall - reserve) \
             if reserve else options.budget
@@ -205,6 +214,9 @@ def fix(options: Options, provider: Provider, trace: Trace, model: str,
                             snap, root, target, changes, exclude, layout),
                         lambda rel: _original(snap, rel), strict=options.strict,
                         repeats=options.repeat)
+        for name in known.unmatched(options.known_failing, before, grading.after):
+            trace.emit("note", message=f"-known-failing {name}: no test of the baseline or "
+                       "the verification has that id or lies below it")
         verdict = grading.verdict
         if outcome.stop == "declined" and verdict.name == "FAILED":
             # a clean exit for a task that cannot be done honestly: say so beside the evidence

@@ -24,7 +24,8 @@ def annotate(report: dict, out: TextIO) -> None:
     command or start another."""
     data, prop = encode.command_data, encode.command_property
     for key, label in (("still_failing", "still failing"), ("newly_failing", "newly failing"),
-                       ("missing", "went missing")):
+                       ("missing", "went missing"),
+                       ("ran_changed_code", "ran code the change made in place of its own")):
         for test in report.get(key) or []:
             out.write(f"::error title=golem: test {label}::{data(test)}\n")
     for item in report.get("protected_changes") or []:
@@ -51,7 +52,11 @@ def summary_markdown(report: dict, diff: str | None = None) -> str:
                       f"{_number(tokens.get('total')):.0f} tokens, "
                       f"{_number(report.get('steps')):.0f} steps."]
     for key, label in (("fixed", "Fixed"), ("still_failing", "Still failing"),
-                       ("newly_failing", "Newly failing"), ("missing", "Missing")):
+                       ("failing_before_untouched", "Of those, failing before the same way, "
+                                                    "their test code untouched"),
+                       ("newly_failing", "Newly failing"), ("missing", "Missing"),
+                       ("ran_changed_code", "Ran code the change made in place of their own"),
+                       ("known_failing", "Known failing, not judged (-known-failing)")):
         if report.get(key):
             lines += ["", f"**{label}:**"] + [f"- {code(t)}" for t in report[key][:50]]
     if report.get("protected_changes"):

@@ -21,6 +21,7 @@ they are applied.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -36,7 +37,7 @@ from golem.workflow.attempts import _private_snapshot, apply_to_workspace, check
 from golem.workflow.fix import _own_files, base_report, write_output
 from golem.workflow.patch import base_commit, diffstat, quote
 from golem.workflow.setup import Options, Setup
-from golem.workflow.verifier import rebuild, run_baseline
+from golem.workflow.verifier import known, rebuild, run_baseline
 from golem.workflow.verifier.grade import Verdict
 from golem.workflow.verifier.scratch import Phase
 from golem.workflow.verifier.snapshot import VCS_NAMES, Changes, Snapshot, fingerprint
@@ -214,8 +215,10 @@ def pick(options: Options, trace: Trace, results: list[str], print_only: bool = 
         report = base_report(setup, baseline.result)
         report.update(candidates=[], picked=None, changed_files=[], binary_files=[],
                       chosen_patch=None)
-        if baseline.result.passed:
-            summary = "ALREADY_GREEN: the suite passes here before any patch; nothing to pick"
+        green = known.green_before(baseline.result, options.known_failing)
+        if green is not None:
+            summary = (f"ALREADY_GREEN: the suite passes here before any patch{green}; "
+                       "nothing to pick")
             trace.emit("verdict", verdict="ALREADY_GREEN", summary=summary)
             return {**report, "verdict": "ALREADY_GREEN", "summary": summary, "exit_code": 0}
         run_id, run_dir = runs.new_run(root)
@@ -287,8 +290,7 @@ def pick(options: Options, trace: Trace, results: list[str], print_only: bool = 
                            + ", ".join(quote(p) for p in whole))
         summary = verdict.summary + f" (picked {os.path.basename(item.result)}" + \
             (f", attempt {item.attempt}" if item.attempt else "") + ")"
-        verdict = Verdict(verdict.name, summary, verdict.fixed, verdict.still_failing,
-                          verdict.newly_failing, verdict.missing, verdict.protected)
+        verdict = dataclasses.replace(verdict, summary=summary)
         report.update(exit_code=verdict.exit_code, **verdict.fields())
         trace.emit("verdict", **verdict.fields(), picked=item.result)
         return report

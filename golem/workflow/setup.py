@@ -39,6 +39,7 @@ class Options:
     notes: list[dict] = field(default_factory=list)     # said after the test command
     env: dict[str, str] = field(default_factory=dict)   # -env: variables the project needs
     allow_change: list[str] = field(default_factory=list)   # -allow-change: files run later
+    known_failing: list[str] = field(default_factory=list)  # -known-failing: not judged on
 
     command_timeout: float = 600.0
     suite_timeout: float = 1800.0

@@ -32,7 +32,7 @@ from golem.workflow.checkout import (build_products, carry, changes_since, envir
                                      export, run_git)
 from golem.workflow.fix import facts_for
 from golem.workflow.setup import Options, Setup
-from golem.workflow.verifier import grade, rebuild, run_baseline
+from golem.workflow.verifier import grade, known, rebuild, run_baseline
 from golem.workflow.verifier.grade import advise
 from golem.workflow.verifier.scratch import Phase
 from golem.workflow.verifier.snapshot import Changes, Snapshot, dependency_trees, fingerprint
@@ -132,6 +132,9 @@ def verify(options: Options, trace: Trace, rev: str) -> dict:
             trace.emit("suspicious", findings=hooks)
             grading.findings = grading.findings + hooks
             grading.verdict = advise(grading.verdict, hooks, options.strict)
+        for name in known.unmatched(options.known_failing, baseline.result, grading.after):
+            trace.emit("note", message=f"-known-failing {name}: no test of the baseline or "
+                       "the verification has that id or lies below it")
         verdict = grading.verdict
         report = {**verdict.fields(), "base": rev,
                   "changed_files": changes.all, "new_tests": grading.new_tests,

@@ -580,8 +580,8 @@ def grade(env: Environment, baseline: Baseline, workspace: str, changes: Changes
     every process of the agent's phase is gone: the verification's scratch is made here.
     """
     facts.named_by_tests(original)
-    facts.run_by = protect.named_to_run(
-        facts.before, changes, original,
+    facts.find_run_later(
+        changes, original,
         lambda rel: (tree.read_file(workspace, rel, protect.NAMED_LIMIT + 1) or (None,))[0])
     protected = protect.protected_changes(changes, facts)
     held = {p for p, _ in protected}
@@ -620,7 +620,10 @@ def grade(env: Environment, baseline: Baseline, workspace: str, changes: Changes
             late = protect.read_in_run(after.reads, changed - held, facts)
             if late:
                 protected = sorted(protected + late)
-            verdict = judge(baseline.result, after, protected, changed)
+            # a protected change was left out of the copy: a test whose code comes from
+            # that file ran the file as it was
+            verdict = judge(baseline.result, after, protected, changed - held,
+                            facts.known_failing)
             grading = Grading(verdict, protected, findings, after, new_tests, copy=copy)
             if new_tests and verdict.name != "REJECTED":
                 second = build(target(), held)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from golem.workflow.verifier.known import as_before, count, is_known, known_phrase, \
+    passes_but_known, set_apart, still_phrase
 from golem.workflow.verifier.suite import FAILING, SuiteResult
 
 EXIT_CODES = {"VERIFIED": 0, "ALREADY_GREEN": 0, "FAILED": 1, "REJECTED": 3}
@@ -18,6 +20,15 @@ class Verdict:
     newly_failing: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     protected: list[tuple[str, str]] = field(default_factory=list)
+    # passed before, and now ran code from a file the run changed in place of their own
+    ran_changed_code: list[str] = field(default_factory=list)
+    # of still_failing: failed before the same way, and the change touches no test code of
+    # theirs (`as_before`)
+    failing_before_untouched: list[str] = field(default_factory=list)
+    # tests the user named -known-failing that failed or went missing: run, reported, not
+    # judged (`set_apart`)
+    known_failing: list[str] = field(default_factory=list)
+    known_names: tuple[str, ...] = ()       # what the user named (-known-failing)
 
     @property
     def exit_code(self) -> int:
@@ -27,7 +38,9 @@ class Verdict:
         """The grading as the `-json` result and the `verdict` trace event carry it."""
         return {"verdict": self.name, "summary": self.summary, "fixed": self.fixed,
                 "still_failing": self.still_failing, "newly_failing": self.newly_failing,
-                "missing": self.missing}
+                "missing": self.missing, "ran_changed_code": self.ran_changed_code,
+                "failing_before_untouched": self.failing_before_untouched,
+                "known_failing": self.known_failing}
 
 
 def _names(ids: list[str], limit: int = 5) -> str:
@@ -80,7 +93,9 @@ def advise(verdict: Verdict, findings: list[dict], strict: bool = False) -> Verd
 
 def mark_flaky(verdict: Verdict, flaky: list[str]) -> Verdict:
     """Fold `-repeat` into a verdict: a test whose outcome changed when re-run is not fixed,
-    so VERIFIED becomes FAILED; the flaky ids are named in the summary either way."""
+    so VERIFIED becomes FAILED; the flaky ids are named in the summary either way. A test
+    the user named known-failing is not judged: named, never a reason to fail."""
+    flaky = [t for t in flaky if not is_known(t, verdict.known_names)]
     if not flaky:
         return verdict
     named = f"flaky: [{_names(flaky)}]"
@@ -130,9 +145,11 @@ def witness_disagrees(before: SuiteResult, after: SuiteResult) -> list[tuple[str
 
 
 def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, str]],
-          changed: set[str] = frozenset()) -> Verdict:
+          changed: set[str] = frozenset(), known: tuple[str, ...] = ()) -> Verdict:
     """Compare the suite before and after a run, given the protected paths it changed and
-    the files it changed (`changed`: a test whose code now comes from one is not fixed).
+    the files it changed (`changed`: a test whose code now comes from one is not fixed;
+    leave out what the verification copy did not hold), and the tests the user named
+    known-failing (`known`: run and reported, not judged, `set_apart`).
 
     A test that failed before is fixed only when it is collected and passes now: skipped,
     expected to fail, or missing is not fixed. A module that failed to import is tracked by
@@ -165,13 +182,17 @@ def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, st
             still.append(test_id)
         else:
             missing.append(test_id)
-    still += sorted(t for t in after.failing if t not in old and t not in still)
-    still += sorted(t for t in swapped if t not in still and t not in after.failing)
-    broke = sorted(t for t, o in old.items() if o == "passed" and t in new and new[t] != "passed"
-                   and t not in still)
+    # failing now, and not in the baseline at all (another id, golem's own pseudo-tests)
+    appeared = [t for t in after.failing if t not in old]
+    broke = sorted({t for t, o in old.items() if o == "passed" and t in new and new[t] != "passed"
+                    and t not in swapped} | set(appeared))
     missing += sorted(t for t, o in old.items() if o not in FAILING and t not in new
                       and t not in before.pseudo)
-    verdict = Verdict("FAILED", "", sorted(fixed), sorted(set(still)), broke, sorted(missing))
+    verdict = Verdict("FAILED", "", sorted(fixed), sorted(set(still)), broke, sorted(missing),
+                      ran_changed_code=sorted(t for t in swapped if t not in still))
+    set_apart(verdict, known, swapped)
+    verdict.failing_before_untouched = as_before(before, after, verdict.still_failing, changed)
+    broke, missing = verdict.newly_failing, verdict.missing
     if protected:
         return _rejected(verdict, after, protected)
     disagreed = witness_disagrees(before, after)
@@ -195,10 +216,14 @@ def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, st
                            f"machinery ({_names(reached)}), which the baseline's run never did: "
                            "its evidence cannot be trusted")
         return verdict
-    if after.passed and not (verdict.still_failing or broke or missing) and not swapped:
+    green = after.passed or passes_but_known(after, verdict.known_failing)
+    if green and not (verdict.still_failing or broke or missing) and not swapped:
         verdict.name = "VERIFIED"
-        verdict.summary = (f"VERIFIED: suite passes ({len(after.tests)} tests, {len(fixed)} "
-                           "fixed) and no test file was modified")
+        apart = f" apart from {count(verdict.known_failing, 'known-failing test')}" \
+            if verdict.known_failing else ""
+        verdict.summary = (f"VERIFIED: suite passes{apart} ({len(after.tests)} tests, "
+                           f"{len(fixed)} fixed) and no test file was modified"
+                           + known_phrase(verdict))
         return verdict
     problems = []
     if swapped:
@@ -206,8 +231,7 @@ def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, st
         problems.append(f"{len(swapped)} test(s) ran code from {file}, which the run changed, "
                         f"in place of their own ({_names(sorted(swapped))})")
     if verdict.still_failing:
-        problems.append(f"{len(verdict.still_failing)} still failing: "
-                        f"{_names(verdict.still_failing)}")
+        problems.append(still_phrase(verdict))
     if broke:
         problems.append(f"{len(broke)} newly failing: {_names(broke)}")
     if missing:
@@ -218,7 +242,7 @@ def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, st
         problems.append("the suite timed out")
     if not problems:
         problems.append(after.summary())
-    verdict.summary = "FAILED: " + "; ".join(problems)
+    verdict.summary = "FAILED: " + "; ".join(problems) + known_phrase(verdict)
     return verdict
 
 

@@ -95,6 +95,47 @@ class Facts:
     allow_change: tuple[str, ...] = ()      # -allow-change: files run later that may change
     run_by: dict[str, str] = field(default_factory=dict)    # script -> run-later file naming it
     plugins: set[str] = field(default_factory=set)  # modules pytest loaded as plugins at baseline
+    # the baseline's test process loaded these files of the tree (the code under test): a
+    # run-later file naming one does not protect it, the tests judge it (`find_run_later`)
+    imported: set[str] = field(default_factory=set)
+    # imported files a run-later file runs whose `if __name__ == "__main__":` block the
+    # change touched: file -> the run-later file that runs it
+    run_main: dict[str, str] = field(default_factory=dict)
+    known_failing: tuple[str, ...] = ()     # -known-failing: tests the run is not judged on
+    # the commands git's configuration gives filter, diff and merge drivers: (key, command)
+    drivers: list[tuple[str, str]] = field(default_factory=list)
+
+    def loaded_by_tests(self, modules: list[str], origins: dict[str, list[str]],
+                        cwd: str) -> None:
+        """Take as imported by the tests every file of the tree the baseline's test process
+        loaded (`modules`: the source files of its modules at the end, absolute or relative
+        to `cwd`, where it ran) and every file the baseline's tests' code came from
+        (`origins`). Only the baseline counts: nothing the change adds (an import in the
+        code, a new test file) makes a file the tests'."""
+        top = os.path.normpath(cwd)
+        for path in modules:
+            full = os.path.normpath(os.path.join(top, path))
+            if full.startswith(top + os.sep):
+                rel = full[len(top) + 1:].replace(os.sep, "/")
+                if rel in self.before:
+                    self.imported.add(rel)
+        self.imported.update(f for files in origins.values() for f in files
+                             if f in self.before)
+
+    def find_run_later(self, changes: Changes, original: Callable[[str], bytes | None],
+                       current: Callable[[str], bytes | None]) -> None:
+        """Set `run_by` (`named_to_run`): the files run-later files run, less those the
+        baseline's tests imported, which the tests judge like any code under test; of
+        those, one whose `if __name__ == "__main__":` block the change touched goes in
+        `run_main` (only the tool that runs it runs that block)."""
+        run_by = named_to_run(self.before, changes, original, current, self.drivers)
+        changed = set(changes.added) | set(changes.modified)
+        for script in sorted(set(run_by) & self.imported):
+            runner = run_by.pop(script)
+            if script in changed and _main_block(original(script)) != \
+                    _main_block(current(script)):
+                self.run_main[script] = runner
+        self.run_by = run_by
 
     def read_by_tests(self, reads: dict[str, set[str]]) -> None:
         """Take as test data every file the baseline's tests (or their helpers and fixtures)
@@ -320,6 +361,41 @@ def _listed(rel: str, kind: str, facts: Facts) -> str | None:
             f"the run {verb} {rel} in it")
 
 
+def _main_block(source: bytes | None) -> str | None:
+    """The module's top-level `if __name__ == "__main__":` statements as the parser reads
+    them (comments and layout aside); None when there is no source or it does not parse
+    (then it cannot be told apart, and counts as changed)."""
+    if source is None:
+        return None
+    try:
+        module = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return "\n".join(ast.dump(node) for node in module.body
+                     if isinstance(node, ast.If) and _is_main_test(node.test))
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            isinstance(test.ops[0], (ast.Eq, ast.Is))):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(n, ast.Name) and n.id == "__name__" for n in sides) and \
+        any(isinstance(n, ast.Constant) and n.value == "__main__" for n in sides)
+
+
+def _main_changed(rel: str, kind: str, facts: Facts) -> str | None:
+    """Why a change to `rel`, a file the baseline's tests import that a run-later file
+    runs, is protected: its `__main__` block changed, which the tests never run."""
+    runner = facts.run_main.get(rel)
+    if runner is None or kind == "removed" or \
+            any(fnmatch.fnmatchcase(rel, glob) for glob in facts.allow_change):
+        return None
+    return (f"run later: {rel}: the change touches its `if __name__ == \"__main__\":` block, "
+            f"which only {runner} runs (the tests import the module and judge the rest of "
+            "it); allow it with -allow-change")
+
+
 def read_in_run(reads: dict[str, set[str]], changed: set[str], facts: Facts,
                 label: str = "verification") -> list[tuple[str, str]]:
     """(path, reason) for every changed file the tests of a later run opened for reading:
@@ -374,8 +450,8 @@ def protected_changes(changes: Changes, facts: Facts) -> list[tuple[str, str]]:
     for kind, paths in (("added", changes.added), ("modified", changes.modified),
                         ("removed", changes.removed)):
         for rel in paths:
-            why = reason(rel, kind, facts) or run_later(rel, kind, facts.allow_change, tree,
-                                                        facts.run_by)
+            why = reason(rel, kind, facts) or _main_changed(rel, kind, facts) or \
+                run_later(rel, kind, facts.allow_change, tree, facts.run_by)
             if why:
                 found.append((rel, why))
     return sorted(found)
@@ -623,7 +699,8 @@ def run_later(rel: str, kind: str, allowed: tuple[str, ...] | list[str] = (),
               run_by: dict[str, str] | None = None) -> str | None:
     """Why an added or modified `rel` is a file another tool runs later (and so protected),
     or None: it is not one, it was removed, or `allowed` (-allow-change) names it. `tree`
-    holds the paths around it in lower case; `run_by` maps a script to the run-later file that names it (`named_to_run`)."""
+    holds the paths around it in lower case; `run_by` maps a script to the run-later file that
+    names it (`named_to_run`)."""
     if kind == "removed" or any(fnmatch.fnmatchcase(rel, glob) for glob in allowed):
         return None
     what = run_later_kind(rel, tree)
@@ -656,6 +733,11 @@ _SEPARATORS = re.compile(r"&&|\|\||\$\(|\$\{|[;|`()=<]")
 _STRIP = "\"'`,;:()[]{}<>=\\"
 _IMPORT = re.compile(r"^\s*(?:from|import)\s+(\w+)", re.M)
 NOT_RUN = ("license", "licence", "copying", "readme", "notice", "authors", "changelog")
+# run-later files whose words name paths to match, never a program to run: an attribute
+# (`pkg/more.py merge=union`, `*.csv linguist-generated`) runs nothing; a filter, diff or
+# merge driver it names runs the command git's own configuration gives, not the named file.
+# CODEOWNERS names reviewers' files.
+LISTS_PATHS = frozenset({".gitattributes", "codeowners"})
 NAMED_LIMIT = 1_000_000      # bytes read of one run-later file
 NAMED_FILES = 2_000          # run-later files read in one check
 
@@ -739,12 +821,15 @@ def _own(rel: str) -> bool:
 
 
 def named_to_run(before: set[str], changes: Changes, original: Callable[[str], bytes | None],
-                 current: Callable[[str], bytes | None]) -> dict[str, str]:
+                 current: Callable[[str], bytes | None],
+                 drivers: list[tuple[str, str]] = ()) -> dict[str, str]:
     """Every file of the tree that a run-later file names to run (`bash tools/ci.sh`,
     `entry: python tools/lint.py`, `./scripts/deploy.sh`, a Makefile recipe, a hook file
-    `mkdocs.yml` lists), and the files those name in turn: file -> the file that names it.
-    Read: each run-later file at the base (`original`) and as changed (`current`), up to
-    NAMED_LIMIT bytes each and NAMED_FILES files in all."""
+    `mkdocs.yml` lists), or that a command of git's configuration runs (`drivers`: (key,
+    command) of filter, diff and merge drivers, run from the top), and the files those name
+    in turn: file -> the file (or key) that names it. Read: each run-later file at the base
+    (`original`) and as changed (`current`), up to NAMED_LIMIT bytes each and NAMED_FILES
+    files in all."""
     removed = set(changes.removed)
     tree = (set(before) | set(changes.added)) - removed
     paths = {p.lower(): p for p in sorted(tree)}
@@ -753,9 +838,19 @@ def named_to_run(before: set[str], changes: Changes, original: Callable[[str], b
     for low, path in paths.items():
         names.setdefault(low.rpartition("/")[2], []).append(path)
     changed = set(changes.added) | set(changes.modified)
-    queue = [(p, original) for p in sorted(before) if _own(p) and run_later_kind(p, lowered)]
-    queue += [(p, current) for p in sorted(changed) if _own(p) and run_later_kind(p, lowered)]
+    runs = lambda p: _own(p) and run_later_kind(p, lowered) and \
+        p.rpartition("/")[2].lower() not in LISTS_PATHS
+    queue = [(p, original) for p in sorted(before) if runs(p)]
+    queue += [(p, current) for p in sorted(changed) if runs(p)]
     run_by: dict[str, str] = {}
+    for key, command in drivers:
+        for word in _words_that_run(command[:4000], False, False):
+            for target in _resolve(word, "", paths, names):
+                if target not in run_by:
+                    run_by[target] = f"git's configuration ({key})"
+                    queue += [(target, read) for read, where in ((original, before),
+                                                                 (current, changed))
+                              if target in where]
     seen: set[tuple[str, bool]] = set()
     for rel, read in queue:
         if (rel, read is current) in seen or len(seen) >= NAMED_FILES:
