@@ -327,3 +327,36 @@ class ReloadedPackageTest(FalseAlarmCase):
 
 if not HAVE_PYTEST:     # pragma: no cover - CI installs pytest
     del InvisibleTest.test_collected_under_pytest
+
+
+# a suite that replaces unittest's machinery in its first test, then runs for a long while
+SLOW_SUITE = ("import time\nimport unittest\n\n\nclass A(unittest.TestCase):\n"
+              "    def test_patch(self):\n"
+              "        unittest.TestCase.assertEqual = lambda self, a, b, msg=None: None\n\n\n"
+              "class B(unittest.TestCase):\n" + "".join(
+                  f"    def test_{i}(self):\n        time.sleep(1)\n\n" for i in range(40)))
+PY_SLOW_SUITE = ("import time\n\nimport _pytest.python\n\n\ndef test_patch():\n"
+                 "    _pytest.python.Function.runtest = lambda self: None\n\n\n" + "".join(
+                     f"def test_{i}():\n    time.sleep(1)\n\n\n" for i in range(40)))
+
+
+class EarlyRefusalTest(AdversarialCase):
+    """A baseline golem refuses is refused when the cause shows, not at the suite's end."""
+
+    def refused(self, files: dict[str, str], command: str) -> None:
+        import time
+        repo = self.project(files, git_repo=True)
+        self.commit_change(repo, {"calc.py": "X = 2\n"}, "change")
+        start = time.monotonic()
+        outcome = self.verify(repo, command=command)
+        took = time.monotonic() - start
+        self.assertEqual(outcome.code, 2, outcome.describe())
+        self.assertIn("changes the test runner's machinery", outcome.err)
+        self.assertLess(took, 25, outcome.err)      # the suite alone takes 40 s
+
+    def test_unittest(self):
+        self.refused({"calc.py": "X = 1\n", "tests/test_slow.py": SLOW_SUITE}, UNITTEST_CMD)
+
+    @needs_pytest
+    def test_pytest(self):
+        self.refused({"calc.py": "X = 1\n", "tests/test_slow.py": PY_SLOW_SUITE}, PYTEST_CMD)

@@ -112,11 +112,12 @@ class _Capture:
 class _Whole:
     """Keeps a stream whole up to `cap` bytes, and counts what it did not keep."""
 
-    def __init__(self, cap: int, sink: Callable[[bytes], None] | None = None):
+    def __init__(self, cap: int, sink: Callable[[bytes], bool | None] | None = None):
         self.cap = cap
         self.data = bytearray()
         self.total = 0
         self.sink = sink
+        self.stop = False       # the sink asked for the run to end
 
     def add(self, chunk: bytes) -> None:
         self.total += len(chunk)
@@ -124,8 +125,8 @@ class _Whole:
         if room > 0:
             kept = chunk[:room]
             self.data += kept
-            if self.sink is not None:
-                self.sink(kept)
+            if self.sink is not None and self.sink(kept):
+                self.stop = True
 
 
 def _cut_head(data: bytes) -> bytes:
@@ -201,6 +202,8 @@ def _read_until(sel: selectors.BaseSelector, captures: dict[int, _Capture], unti
                 sel.unregister(key.fd)
                 continue
             captures[key.fd].add(chunk)
+            if proc is not None and getattr(captures[key.fd], "stop", False):
+                _killpg(proc.pid, signal.SIGKILL)     # the records say: no need to go on
             small = small or len(chunk) < _SMALL
         if small:
             # a trickle (a record or a dot per test): let it gather rather than wake for
@@ -223,7 +226,7 @@ def _pidfd(pid: int) -> int:
 def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: int = 32_000,
         wrap: Callable[[list[str]], list[str]] | None = None,
         evidence: int = 0, seal: bytes = b"",
-        records: Callable[[bytes], None] | None = None) -> Completed:
+        records: Callable[[bytes], bool | None] | None = None) -> Completed:
     """Run `argv` without a shell and return what happened; never raises for a bad program.
 
     stdin is /dev/null; stdout and stderr share one pipe. On timeout the whole process group
@@ -231,7 +234,8 @@ def run(argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, cap: 
     before spawning (an OS sandbox wrapper). With `evidence` (a byte cap), the command also
     gets a second pipe, named in its environment as GOLEM_EVIDENCE_FD, and what it writes
     there comes back whole (up to the cap) in `Completed.evidence`, and is handed to `records`
-    piece by piece as it arrives (what the cap keeps of it). With `seal` (a key, up to
+    piece by piece as it arrives (what the cap keeps of it); `records` answering True ends
+    the run's process group at once. With `seal` (a key, up to
     a pipe's buffer), a third pipe holding it is named as GOLEM_SEAL_FD.
     """
     argv = list(argv)

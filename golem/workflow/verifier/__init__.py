@@ -157,14 +157,16 @@ def _no_evidence(result: SuiteResult, label: str) -> str | None:
     said = f" (it said: {tail[0][:200]})" if tail else ""
     if not result.started:
         return f"the test command cannot start{said}"
+    if any(t.startswith("golem: the code under test replaced") for t in result.pseudo):
+        # checked before the rest: golem ends such a run as soon as it is seen
+        return ("the suite itself changes the test runner's machinery ("
+                + next(t for t in result.pseudo if t.startswith("golem:"))[len("golem: "):]
+                + f", after {result.elapsed:.0f}s): golem cannot tell its results from "
+                "tampering")
     if result.timed_out:
         return f"the {label} timed out after {result.elapsed:.0f}s, before the suite finished"
     if result.tests is not None and (result.problem or not result.tests):
         return f"the test command gives no evidence: {result.problem or 'no tests ran'}{said}"
-    if any(t.startswith("golem: the code under test replaced") for t in result.pseudo):
-        return ("the suite itself changes the test runner's machinery ("
-                + next(t for t in result.pseudo if t.startswith("golem:"))[len("golem: "):]
-                + "): golem cannot tell its results from tampering")
     return None
 
 
@@ -332,7 +334,7 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
             watch = None
         try:
             result = run_suite(plan, cwd=cwd, env=env.relocated(cwd), run=run, helpers=helpers,
-                               timeout=timeout, wrap=wrap)
+                               timeout=timeout, wrap=wrap, refuse_early=True)
         finally:
             written = watch.finish(added=True) if watch else []
         attribute.judge_data(result, None, None)    # the suite's habits, for later runs

@@ -407,9 +407,11 @@ def plan_for(command: TestCommand, env: dict[str, str], cwd: str) -> Plan:
 
 def run_suite(plan: Plan, *, cwd: str, env: dict[str, str], run: RunScratch, helpers: str,
               timeout: float, wrap=None, cap: int = 200_000, only: str | None = None,
-              write_cache: bool = False) -> SuiteResult:
+              write_cache: bool = False, refuse_early: bool = False) -> SuiteResult:
     """Run the suite once in `cwd` and read each test's outcome from golem's own evidence;
-    only a baseline run may `write_cache` (golem's bytecode cache)."""
+    only a baseline run may `write_cache` (golem's bytecode cache). With `refuse_early` (a
+    baseline), the run ends as soon as its records show the suite replacing the runner's
+    machinery: golem refuses such a baseline whatever else it does."""
     result_file = os.path.join(run.root, f"result-{plan.runner}.json")
     argv = plan.argv(cwd, run, helpers, only, result_file, write_cache)
     if plan.runner == "go":
@@ -420,7 +422,8 @@ def run_suite(plan: Plan, *, cwd: str, env: dict[str, str], run: RunScratch, hel
     reader = _StreamReader(result, key) if streams else None    # read while the tests run
     done = process.run(argv, cwd=cwd, env=run.env(env), timeout=timeout, cap=cap, wrap=wrap,
                        evidence=RECORDS_CAP if streams else 0, seal=key,
-                       records=reader.feed if reader is not None else None)
+                       records=(reader.refusing if refuse_early else reader.feed)
+                       if reader is not None else None)
     result.exit_code, result.timed_out, result.output, result.elapsed = \
         done.exit_code, done.timed_out, done.output, done.elapsed
     if plan.runner not in EVIDENCE:
@@ -642,10 +645,17 @@ class _StreamReader:
             if isinstance(record.get("message"), str) and len(result.notes) < 20:
                 result.notes.append(record["message"][:500])
         elif kind == "guard":
-            self.replaced += [str(r) for r in record.get("replaced") or []]
+            self.replaced += [str(r) for r in record.get("replaced") or []
+                              if str(r) not in self.replaced]
         elif kind == "end":
             self.ended, self.end = True, record
         return True
+
+    def refusing(self, chunk: bytes) -> bool:
+        """`feed`, answering whether the run should end now: its guard named the runner's
+        machinery replaced (a baseline golem refuses)."""
+        self.feed(chunk)
+        return bool(self.replaced)
 
     def _disagree(self, ids: list[str]) -> None:
         """The runner reported `ids` passed; golem's witness saw otherwise: each counts as an

@@ -1721,6 +1721,7 @@ def look_plain(module: str, args: list) -> None:
 # tests inside it, with a result of its own, is judged by its own outcome.
 
 WITNESSED_PARTS = 3     # setUp, the test method, tearDown: each part of a passing test
+GUARD_EVERY = 1.0       # seconds between the guard's looks at the machinery while tests run
 
 
 class Parts:

@@ -56,6 +56,7 @@ class Plugin:
         self.parts = evidence.witness_parts(self.stream, self._current_id)
         self.current = None
         self.parts_done = {}
+        self.guard_due, self.guarded = 0.0, set()     # the guard's looks while tests run
 
     def _rel(self, path):
         return self.evidence.relative(str(path) if path is not None else None, self.cwd)
@@ -270,6 +271,14 @@ class Plugin:
 
     def pytest_runtest_logfinish(self, nodeid, location):
         self._report(nodeid, self.outcomes.pop(nodeid, None) or "error")
+        if self.before is not None and self.evidence._monotonic() > self.guard_due:
+            # the guard's look while the tests run, once a second (the driver's `_guard_now`)
+            self.guard_due = self.evidence._monotonic() + self.evidence.GUARD_EVERY
+            replaced = [r for r in self.evidence.changed(self.before, self._machinery())
+                        if r not in self.guarded]
+            if replaced:
+                self.guarded.update(replaced)
+                self.stream.emit(e="guard", replaced=replaced)
 
     def _report(self, nodeid, outcome):
         item = self.items.get(nodeid)
@@ -294,7 +303,8 @@ class Plugin:
         if self.before is None:
             return
         self.evidence.imported([])      # the import system's settings as they were
-        replaced = self.evidence.changed(self.before, self._machinery())
+        replaced = [r for r in self.evidence.changed(self.before, self._machinery())
+                    if r not in self.guarded]
         for snapshot in (*self.early, self.collected):
             replaced += self.evidence.rebound(snapshot)
             replaced += self.evidence.gained(snapshot, CASE_NAMES)

@@ -261,6 +261,24 @@ def _settle() -> None:
             _report(test, "passed")
     if _monotonic() - _since[0] > 0.05:
         STREAM.flush()
+    if _BEFORE and _monotonic() > _GUARD_DUE[0]:
+        _guard_now()
+
+
+_BEFORE = []            # the machinery as the driver found it (`main`)
+_GUARD_DUE = [0.0]      # when the guard looks again while the tests run
+_GUARDED = set()        # what it named already
+
+
+def _guard_now() -> None:
+    """The guard's look while the tests run, once a second: what is replaced now is named at
+    once, so a baseline whose own suite replaces the runner's machinery is refused when it
+    happens, not minutes later at its end."""
+    _GUARD_DUE[0] = _monotonic() + evidence.GUARD_EVERY
+    replaced = [r for r in evidence.changed(_BEFORE[0], _machinery()) if r not in _GUARDED]
+    if replaced:
+        _GUARDED.update(replaced)
+        STREAM.emit(e="guard", replaced=replaced)
 
 
 def _plain(tests) -> bool:
@@ -538,6 +556,8 @@ def main():
     _handed = evidence.handed       # the audit's, bound before any code under test runs
     _PARTS = evidence.witness_parts(STREAM, _id_of)     # the guard keeps it golem's
     before = _machinery()
+    _BEFORE.append(before)
+    _GUARD_DUE[0] = _monotonic() + evidence.GUARD_EVERY
     try:
         program = _Program(module=None, argv=sys.argv, testRunner=_Runner,
                            testLoader=_Loader(), exit=False)
@@ -555,7 +575,7 @@ def main():
     _settle()
     evidence.imported([])       # the import system's settings as they were
     result = program.result
-    replaced = evidence.changed(before, _machinery())
+    replaced = [r for r in evidence.changed(before, _machinery()) if r not in _GUARDED]
     for snapshot in (*_EARLY, _Program.collected):
         replaced += evidence.rebound(snapshot)
         replaced += evidence.gained(snapshot, _CASE_NAMES)
