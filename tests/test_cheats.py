@@ -238,7 +238,10 @@ class EvidenceTest(CheatCase):
 
     def test_result_file_rewritten_at_exit_under_unittest(self):
         code, report = self.write(BUGGY, {"calc.py": REWRITE_AT_EXIT})
-        self.assertVerdict(code, report, "FAILED")
+        # the exit hook it plants is a new entry point (REJECTED); the streamed evidence
+        # still holds test_add as failing
+        self.assertVerdict(code, report, "REJECTED")
+        self.assertIn("entry point set: exit-hook by calc.py", report["summary"])
         self.assertEqual(report["still_failing"], ["test_calc.AddTest.test_add"])
         # it reaches for the driver through sys.modules['__main__'] and ends the process
         self.assertKinds(report, "exit", "reach")
@@ -249,7 +252,10 @@ class EvidenceTest(CheatCase):
         # cannot take it back
         code, report = self.write(PYTEST_PROJECT, {"calc.py": REWRITE_AT_EXIT},
                                   command=PYTEST_CMD)
-        self.assertVerdict(code, report, "FAILED")
+        # the exit hook it plants is a new entry point (REJECTED); the streamed evidence
+        # still holds test_add as failing
+        self.assertVerdict(code, report, "REJECTED")
+        self.assertIn("entry point set: exit-hook by calc.py", report["summary"])
         self.assertEqual(report["still_failing"], ["tests/test_calc.py::test_add"])
         self.assertKinds(report, "exit", "reach")
 

@@ -43,6 +43,7 @@ import threading
 
 from golem.core import cancel
 from golem.tools import process, tree
+from golem.workflow.verifier.scripts import script
 from golem.workflow.verifier.snapshot import CACHE_DIRS, DEPENDENCY_NAMES, VCS_NAMES
 
 CODE = "@code"                  # the content-keyed part of golem's cache
@@ -54,84 +55,12 @@ BATCH = 64 * 1024 * 1024        # bytes of source handed to one compiling proces
 MAX_WORKERS = 8                 # compiling processes at once, at most one per CPU ...
 MIN_SHARE = 256 * 1024          # ... each with at least this much source to compile
 
-# Runs in the test interpreter: argv[1] is golem's batch (where, name, source bytes, strict),
-# argv[2] the directory it writes each `where` below. A source that does not compile is left
-# out, and so is, when `strict`, one whose compiling warns (a run that makes warnings errors
-# must see the warning, as it would compiling the source itself).
-COMPILE = r"""
-import importlib._bootstrap_external as external, importlib.util, marshal, os, sys, warnings
-with open(sys.argv[1], "rb") as handle:
-    batch = marshal.load(handle)
-out = sys.argv[2]
-for where, name, source, strict in batch:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error" if strict else "ignore")
-            code = compile(source, name, "exec", dont_inherit=True)
-        data = external._code_to_hash_pyc(code, importlib.util.source_hash(source), True)
-        path = os.path.join(out, where)
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    except Exception:
-        continue
-    part = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".part")
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(part, path)
-"""
+# the scripts golem runs in the test interpreter (helpers/*.py, read as text, run with -c)
+COMPILE, REWRITE, DISCOVER = (script(n) for n in ("compile_sources.py", "rewrite_tests.py",
+                                                   "discover.py"))
 
-# Runs in the test interpreter too, with the directories of pytest's installation (argv[3:])
-# after the standard library's: the batch's sources rewritten by pytest's own assertion
-# rewriter, as pytest would rewrite them (its default, without the assertion-pass hook), each
-# written to `where`-VERSION.pyc (the interpreter's magic number, then the marshalled code).
-# A source whose rewriting or compiling warns is left out, for the run to rewrite and warn.
-REWRITE = r"""
-import importlib.util, marshal, os, sys, warnings
-sys.path.extend(sys.argv[3:])
-with open(sys.argv[1], "rb") as handle:
-    batch = marshal.load(handle)
-out = sys.argv[2]
-try:
-    import ast
-    from _pytest._version import version
-    from _pytest.assertion.rewrite import rewrite_asserts
-except Exception:
-    batch = []
-for where, name, source, strict in batch:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            tree = ast.parse(source, filename=name)
-            rewrite_asserts(tree, source, name, None)
-            code = compile(tree, name, "exec", dont_inherit=True)
-        data = importlib.util.MAGIC_NUMBER + marshal.dumps(code)
-        path = os.path.join(out, f"{where}-{version}.pyc")
-        os.makedirs(out, mode=0o700, exist_ok=True)
-    except Exception:
-        continue
-    part = os.path.join(out, "." + os.path.basename(path) + ".part")
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(part, path)
-"""
 
-# Runs in the test interpreter as the suite would (site, its path), writing nothing: imports
-# the runner's modules and prints, as its last line, the source file of every module loaded.
-DISCOVER = r"""
-import importlib, json, sys
-for name in sys.argv[1:]:
-    try:
-        importlib.import_module(name)
-    except BaseException:
-        pass
-files = []
-for module in list(sys.modules.values()):
-    path = getattr(module, "__file__", None)
-    if isinstance(path, str) and path.endswith(".py"):
-        files.append(path)
-print(json.dumps(files))
-"""
+
 
 
 def _pruned(rel: str, name: str) -> bool:

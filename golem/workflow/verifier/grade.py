@@ -205,9 +205,9 @@ def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, st
                            "the test process changed how the runner reads a test's outcome")
         # what the other layers saw of the same run, named beside it
         also = [t[len("golem: "):] for t in sorted(after.pseudo) if t.startswith("golem: ")] \
-            + reached_for(before, after)
+            + reached_for(before, after) + ([after.problem] if after.problem else [])
         if also:
-            verdict.summary += f"; also: {_names(also, 3)}"
+            verdict.summary += f"; also: {'; '.join(also[:3])}"
         return verdict
     reached = reached_for(before, after)
     if reached:
@@ -215,6 +215,14 @@ def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, st
         verdict.summary = (f"REJECTED: the code under test reached for the test process's own "
                            f"machinery ({_names(reached)}), which the baseline's run never did: "
                            "its evidence cannot be trusted")
+        also = [t[len("golem: "):] for t in sorted(after.pseudo) if t.startswith("golem: ")]
+        if after.problem:
+            also.append(after.problem)
+        if swapped:
+            also.append(f"{len(swapped)} test(s) ran code from {sorted(swapped.values())[0]}, "
+                        "which the run changed, in place of their own")
+        if also:
+            verdict.summary += f"; also: {'; '.join(also[:3])}"
         return verdict
     green = after.passed or passes_but_known(after, verdict.known_failing)
     if green and not (verdict.still_failing or broke or missing) and not swapped:

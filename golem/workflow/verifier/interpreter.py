@@ -21,47 +21,15 @@ from dataclasses import dataclass, field
 
 from golem.core.errors import UsageError
 from golem.tools import process
+from golem.workflow.verifier.scripts import script
 
 LOCATE = ("import sys, json; print(json.dumps({'executable': sys.executable, "
           "'version': list(sys.version_info[:3]), 'base_prefix': sys.base_prefix, "
           "'base_exec_prefix': sys.base_exec_prefix, "
           "'tag': sys.implementation.cache_tag}))")
 
-# Runs in the test interpreter: argv[1] is the workspace, argv[2:] its dependency trees.
-PROBE = r"""
-import importlib.machinery, json, os, pkgutil, sys
-ws = os.path.realpath(sys.argv[1])
-deps = [os.path.realpath(d) for d in sys.argv[2:]]
-def inside(path, top):
-    return path == top or path.startswith(top + os.sep)
-suffixes = sorted(set(importlib.machinery.all_suffixes()), key=len, reverse=True)
-names = set(sys.builtin_module_names) | set(getattr(sys, "stdlib_module_names", ()))
-for entry in sys.path:
-    real = os.path.realpath(entry or ".")
-    if inside(real, ws) and not any(inside(real, d) for d in deps):
-        continue
-    if os.path.isdir(real):
-        try:
-            listing = os.listdir(real)
-        except OSError:
-            listing = []
-        for name in listing:
-            full = os.path.join(real, name)
-            if os.path.isdir(full):
-                if name.isidentifier():
-                    names.add(name)
-                continue
-            for suffix in suffixes:
-                if name.endswith(suffix) and name[:-len(suffix)].isidentifier():
-                    names.add(name[:-len(suffix)])
-                    break
-    else:
-        try:
-            names.update(m.name for m in pkgutil.iter_modules([entry]))
-        except Exception:
-            pass
-print(json.dumps({"names": sorted(names), "suffixes": suffixes}))
-"""
+# the script that asks the interpreter (helpers/probe.py, run with -c)
+PROBE = script("probe.py")
 
 
 @dataclass
