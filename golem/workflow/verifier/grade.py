@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from golem.workflow.verifier.runners import trust_of
 from golem.workflow.verifier.suite import FAILING, SuiteResult
 
 EXIT_CODES = {"VERIFIED": 0, "ALREADY_GREEN": 0, "FAILED": 1, "REJECTED": 3}
@@ -178,6 +179,8 @@ def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, st
         verdict.name = "VERIFIED"
         verdict.summary = (f"VERIFIED: suite passes ({len(after.tests)} tests, {len(fixed)} "
                            "fixed) and no test file was modified")
+        if trust_of(after.evidence):    # evidence the code under test could have written
+            verdict.summary += f" ({trust_of(after.evidence)})"
         return verdict
     problems = []
     if swapped:
