@@ -38,13 +38,12 @@ from golem.workflow.verifier.scratch import RunScratch
 
 # the names other modules import from here, which now live with the runners
 __all__ = ["PYTEST_VALUE_OPTIONS", "TestCommand", "detect", "is_python", "parse_command",
-           "pytest_split", "runner_of", "FAILING", "OUTCOMES", "EVIDENCE", "SuiteResult",
+           "pytest_split", "runner_of", "FAILING", "OUTCOMES", "SuiteResult",
            "Plan", "plan_for", "run_suite", "seal_mac"]
 
 FAILING = ("failed", "error")
 _FAILING = frozenset(FAILING)
 OUTCOMES = frozenset({"passed", "failed", "error", "skipped", "xfail", "xpass"})
-EVIDENCE = {name: runner.evidence for name, runner in RUNNERS.items() if runner.evidence}
 OUTPUT_CAP = 32_000_000     # where the output is the evidence (go, cargo): keep far more of it
 RECORDS_CAP = 64_000_000    # bytes of records golem reads from one run
 MODULES_CAP = 20_000        # module files a run may name for golem to compile
@@ -59,7 +58,7 @@ class SuiteResult:
     timed_out: bool
     output: str
     elapsed: float
-    evidence: str                               # a value of EVIDENCE, or "exit-code"
+    evidence: str                               # the runner's `evidence`, or "exit-code"
     tests: dict[str, str] | None = None         # test id -> passed/failed/error/skipped/xfail/xpass
     pseudo: set[str] = field(default_factory=set)   # ids that stand for import or setup errors
     files: dict[str, str] = field(default_factory=dict)     # test id -> file it came from
@@ -176,9 +175,10 @@ def run_suite(plan: Plan, *, cwd: str, env: dict[str, str], run: RunScratch, hel
                        records=reader.feed if reader is not None else None)
     result.exit_code, result.timed_out, result.output, result.elapsed = \
         done.exit_code, done.timed_out, done.output, done.elapsed
-    if plan.runner not in EVIDENCE:
+    evidence = RUNNERS[plan.runner].evidence if plan.runner in RUNNERS else None
+    if not evidence:
         return result
-    result.evidence = EVIDENCE[plan.runner]
+    result.evidence = evidence
     if reader is not None:
         reader.finish(done.evidence_truncated)
     elif reads == "output":
