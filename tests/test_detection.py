@@ -143,6 +143,19 @@ class PackageTestsTest(DetectCase):
         self.assertEqual((command.argv, command.runner), (PYTEST, "pytest"))
         self.assertIn("calc/tests/test_calc.py has module-level test functions", command.origin)
 
+    def test_a_test_suite_function_is_unittest_s_idiom_not_a_pytest(self):
+        # `def test_suite():` builds a TestSuite for `load_tests` or setuptools; pytest would
+        # call it as a test that passes, and run none of the tests it builds
+        module = devenv.TESTS + ("\n\ndef test_suite():\n    return unittest.TestLoader()"
+                                 ".loadTestsFromTestCase(CalcTest)\n\n\n"
+                                 "def load_tests(loader, tests, pattern):\n"
+                                 "    return test_suite()\n")
+        root = self.build({**PACKAGE, "calc/tests/__init__.py": "",
+                           "calc/tests/test_calc.py": module})
+        command = self.detect(root)
+        self.assertEqual(command.runner, "unittest")
+        self.assertEqual(len(self.baseline(root, command).failing), 2)
+
     def test_a_top_level_tests_directory_still_wins(self):
         root = self.build({**PACKAGE, "calc/tests/test_calc.py": devenv.TESTS,
                            "tests/test_calc.py": devenv.TESTS})

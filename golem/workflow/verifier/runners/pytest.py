@@ -26,7 +26,9 @@ SIGNS = [("pytest.ini", None), (".pytest.ini", None), ("pytest.toml", None),
          ("setup.cfg", "[tool:pytest]"), ("tox.ini", "[pytest]")]
 _PYTEST_IMPORT = re.compile(r"^\s*(import pytest\b|from pytest\b|from _pytest\b|import _pytest\b)",
                             re.M)
-_MODULE_TEST = re.compile(r"^(async\s+)?def test\w*\s*\(", re.M)
+# `def test_suite():` is unittest's and setuptools' idiom (a function that builds a
+# TestSuite), not a pytest test
+_MODULE_TEST = re.compile(r"^(async\s+)?def test(?!_suite\s*\()\w*\s*\(", re.M)
 _TEST_FILE = re.compile(r"(^test_.*|.*_test)\.py$")
 # a command that starts pytest (`pytest`, `py.test`, `python -m pytest`, `coverage run -m
 # pytest`), in a tox `commands` value or a nox session's `session.run`
