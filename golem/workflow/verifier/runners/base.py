@@ -163,7 +163,7 @@ class Tree:
     def __init__(self, root: str, env: dict[str, str]):
         self.root, self.env = root, env
         self._texts: dict[str, str] = {}
-        self._test_dirs: list[str] | None = None
+        self._package_tests: list[tuple[str, str]] | None = None
 
     def path(self, rel: str) -> str:
         return os.path.join(self.root, rel)
@@ -208,6 +208,11 @@ class Tree:
         is imported from, the test directory): `pkg/tests` is ("", "pkg/tests"),
         `src/pkg/test` is ("src", "src/pkg/test"). A test directory holds `test*.py` files,
         in it or one level down."""
+        if self._package_tests is None:
+            self._package_tests = self._find_package_tests()
+        return self._package_tests
+
+    def _find_package_tests(self) -> list[tuple[str, str]]:
         found = []
         tops = [""] + (["src"] if self.isdir("src") and not self.exists("src/__init__.py")
                        else [])
