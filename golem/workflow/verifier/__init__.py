@@ -37,7 +37,8 @@ from golem.core import cancel
 from golem.core.errors import Cancelled, OutOfTime, UsageError
 from golem.tools import sandbox, tree
 from golem.trace import Trace
-from golem.workflow.verifier import bytecode, carried, placed, protect, repeat, scan
+from golem.workflow.verifier import attribute, bytecode, carried, placed, protect, repeat, \
+    scan
 from golem.workflow.verifier.bytecode import compile_modules, compile_sources, discover, \
     rewrite_tests
 from golem.workflow.verifier.grade import (Verdict, advise, judge, judge_new_tests,
@@ -333,6 +334,7 @@ def run_baseline(env: Environment, command: TestCommand, cwd: str, label: str = 
                                timeout=timeout, wrap=wrap)
         finally:
             written = watch.finish(added=True) if watch else []
+        attribute.judge_data(result, None, None)    # the suite's habits, for later runs
         rewrites = {rel for rel, _ in written}
         changed = sorted(rel for rel, what in written if what != "added")
         if changed:
@@ -464,6 +466,19 @@ def _placed_check(env: Environment, baseline: Baseline, watch: placed.Watch,
     return None
 
 
+def _writers(baseline: Baseline, result: SuiteResult, root: str) -> attribute.Writers:
+    """The test-side files whose code may write the tests' data, read from the copy `root`
+    (where they are as the baseline had them: they are protected)."""
+    files = baseline.test_files | baseline.result.plugins | {
+        f for each in result.origins.values() for f in each if protect.is_test_path(f)}
+
+    def read(rel: str) -> bytes | None:
+        found = tree.read_file(root, rel, attribute.SOURCE_LIMIT)
+        return found[0] if found else None
+
+    return attribute.Writers(read, files)
+
+
 def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, label: str,
               workspace: str, master: str | None, only: str | None = None,
               spoiled: list[str] | None = None) -> SuiteResult:
@@ -501,6 +516,11 @@ def _copy_run(env: Environment, baseline: Baseline, phase: Phase, copy: Copy, la
         if watch is not None:
             watch.close()
         raise
+    for note in attribute.judge_data(result, _writers(baseline, result, copy.root),
+                                     baseline.result)[:20]:
+        env.trace.emit("note", message=f"the {label} changed the tests' data, the tests' own "
+                       f"doing: {note}")
+
     def no_evidence(reason: str | None, spoils: bool = True) -> None:
         """Add `reason` to the run's problems; one that `spoils` spoils every later run of
         the verification too."""

@@ -47,6 +47,7 @@ OUTCOMES = frozenset({"passed", "failed", "error", "skipped", "xfail", "xpass"})
 OUTPUT_CAP = 32_000_000     # where the output is the evidence (go, cargo): keep far more of it
 RECORDS_CAP = 64_000_000    # bytes of records golem reads from one run
 MODULES_CAP = 20_000        # module files a run may name for golem to compile
+DATA_CAP = 1_000            # changes to the tests' data golem keeps from one run
 PYTEST_PINS = ("-c", "--config-file", "--rootdir", "--confcutdir")
 
 
@@ -71,6 +72,8 @@ class SuiteResult:
     plugins: set[str] = field(default_factory=set)     # workspace files pytest loaded as plugins
     modules: list[str] = field(default_factory=list)   # the source files of the modules loaded
     rewritten: list[str] = field(default_factory=list)  # those pytest rewrote, golem lacking them
+    # the tests' data the run changed: {label, key, file, filled} (attribute.py judges them)
+    data: list[dict] = field(default_factory=list)
 
     @property
     def failing(self) -> list[str]:
@@ -358,6 +361,13 @@ class _StreamReader:
                 self.forged = bool(fake)
                 return self._stop(why if fake else f"record {number} of the evidence is "
                                   "malformed")
+        elif kind == "data":
+            if len(result.data) < DATA_CAP and isinstance(record.get("label"), str):
+                result.data.append({"label": record["label"][:300],
+                                    "key": str(record.get("key") or "")[:200],
+                                    "file": record.get("file") if isinstance(
+                                        record.get("file"), str) else None,
+                                    "filled": record.get("filled") is True})
         elif kind == "read":
             path, by = record.get("path"), record.get("by")
             if isinstance(path, str) and isinstance(by, str):

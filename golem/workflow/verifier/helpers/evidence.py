@@ -21,6 +21,7 @@ import os
 import sys
 
 import _thread
+from _weakref import ref as _weakref
 from marshal import loads as _marshal_loads
 try:    # the standard library's own SHA-256 (3.11): no OpenSSL to load in every test process
     from _sha256 import sha256 as _sha256
@@ -31,8 +32,8 @@ _write, _environ, _relpath, _realpath = os.write, os.environ, os.path.relpath, o
 _read, _close, _fstat, _pipe, _getpid = os.read, os.close, os.fstat, os.pipe, os.getpid
 _addaudithook, _getframe, _current_frames = sys.addaudithook, sys._getframe, sys._current_frames
 _get_ident, _start_thread = _thread.get_ident, _thread.start_new_thread
-_set_inheritable = os.set_inheritable
-from time import monotonic as _monotonic
+_set_inheritable, _set_blocking = os.set_inheritable, os.set_blocking
+from time import monotonic as _monotonic, sleep as _sleep
 try:    # imported now, before the working directory is on sys.path
     import ctypes as _ctypes
 except ImportError:                     # pragma: no cover - an interpreter without ctypes
@@ -504,14 +505,42 @@ _CONTAINERS = (dict, list, set, bytearray)
 _RUNNERS_OWN = frozenset({"_class_cleanups", "_classSetupFailed", "pytestmark"})
 
 
+def _held(value):
+    """`value` as golem keeps it to tell later whether it is still the same object: a weak
+    reference where its type takes one, else the value itself (numbers, strings, tuples,
+    the containers), so keeping it does not keep alive what the tests drop."""
+    if _weakrefoffset(_type(value)):
+        try:
+            return _Weak(value)
+        except TypeError:
+            pass
+    return value
+
+
+def _is_held(held, value) -> bool:
+    """Whether `value` is the object `held` (from `_held`) stands for."""
+    if _type(held) is _Weak:
+        return held() is value
+    return held is value
+
+
+class _Weak(_weakref):
+    """golem's own weak references (a value of the tests may be a weak reference itself)."""
+
+    __slots__ = ()
+
+
 def data(objects, limit: int = 100_000) -> list:
     """The data of test modules and test classes (what is neither a function, a class, a
     descriptor nor a module; not `__dunder__` names or the runners' own), to see whether the
-    run changed it: for each (label, live namespace) of `objects`, key -> (the value, a
-    shallow copy of what a dict, list, set or bytearray holds, or None). A container of more
-    than `limit` entries is kept by identity only."""
+    run changed it: for each (label, live namespace[, the file of its module]) of `objects`,
+    key -> (the value, what a dict, list, set or bytearray holds, or None), each kept as
+    `_held` keeps it. A container of more than `limit` entries is kept by identity only."""
     found = []
-    for label, space in objects:
+    held = _held
+    for each in objects:
+        label, space = each[0], each[1]
+        file = each[2] if _len(each) > 2 else None
         kept = {}
         for key, value in list(space.items()):
             if _type(key) is not str or key[:2] == "__" or key in _RUNNERS_OWN \
@@ -519,8 +548,9 @@ def data(objects, limit: int = 100_000) -> list:
                 continue
             kind, shallow = _type(value), None
             if kind in _CONTAINERS and _len(value) <= limit:
-                shallow = tuple(value.items()) if kind is dict else tuple(value)
-            kept[key] = (value, shallow)
+                shallow = tuple([(k, held(v)) for k, v in value.items()]) if kind is dict \
+                    else tuple(_map(held, value))
+            kept[key] = (held(value), shallow)
         for key, value in list(space.items()):      # pytest's marks on its tests and classes
             if _type(key) is not str:
                 continue
@@ -529,7 +559,7 @@ def data(objects, limit: int = 100_000) -> list:
             marks = own.get("pytestmark") if own is not None else None
             if _type(marks) is list and _len(marks) <= 100:
                 kept[key + ".pytestmark"] = ((own, marks), _marks(marks, limit))
-        found.append((label, space, kept))
+        found.append((label, space, kept, file))
     return found
 
 
@@ -549,34 +579,39 @@ def _marks(marks, limit: int) -> tuple:
 
 
 def data_changed(before) -> list:
-    """Labels of the data of `data` that the run rebound, or changed in place (an entry
-    of a dict, list or set replaced, added or removed)."""
-    names, missing = [], object()
-    for label, space, kept in before:
+    """What of the data of `data` the run rebound, or changed in place (an entry of a dict,
+    list or set replaced, added or removed): for each, {label, key, file, filled}, `filled`
+    when a container empty at the snapshot is the same object now and only gained entries
+    (a cache or a record the tests fill)."""
+    found, missing, same = [], object(), _is_held
+    for label, space, kept, file in before:
         for key, (old, shallow) in kept.items():
+            filled = False
             if key.endswith(".pytestmark"):
                 own, marks = old
                 now = _marks(marks, 1 << 62)
-                if own.get("pytestmark") is not marks or _len(now) != _len(shallow) or not _all(
+                if own.get("pytestmark") is marks and _len(now) == _len(shallow) and _all(
                         _len(a) == _len(b) and _all(x is y for x, y in zip(a, b))
                         for a, b in zip(now, shallow)):
-                    names.append(label + "." + key)
-                continue
-            new = space.get(key, missing)
-            if new is not old:
-                names.append(label + "." + key)
-                continue
-            if shallow is None:
-                continue
-            now = tuple(new.items()) if _type(new) is dict else tuple(new)
-            if _len(now) != _len(shallow):
-                names.append(label + "." + key)
-            elif _type(new) is dict:
-                if not _all(a is c and b is d for (a, b), (c, d) in zip(now, shallow)):
-                    names.append(label + "." + key)
-            elif not _all(a is b for a, b in zip(now, shallow)):
-                names.append(label + "." + key)
-    return names
+                    continue
+            else:
+                new = space.get(key, missing)
+                if not same(old, new):
+                    pass
+                elif shallow is None:
+                    continue
+                else:
+                    now = tuple(new.items()) if _type(new) is dict else tuple(new)
+                    if _len(now) == _len(shallow) and (
+                            _all(a is c and same(d, b) for (a, b), (c, d) in zip(now, shallow))
+                            if _type(new) is dict else _all(_map(same, shallow, now))):
+                        continue
+                    filled = not shallow
+            # a mark's change is never the tests' filling: no key to find a writer by
+            found.append({"label": label + "." + key,
+                          "key": "" if key.endswith(".pytestmark") else key,
+                          "file": file, "filled": filled})
+    return found
 
 
 def gained(before, names) -> list:
@@ -748,6 +783,7 @@ _WORDS = str.maketrans({c: " " for c in "=:,;|&<>()'\"`"})   # what separates wo
 # objects swapped on functions. golem compares them with the baseline's.
 
 SEAL_MESSAGE = b"golem-seal-v1"
+SEAL_WAIT = 5.0     # seconds the driver waits for the seal at most (`Sealed.end`)
 # events whose every occurrence is recorded, by name
 _AUDITED = frozenset({"sys._current_frames", "gc.get_objects", "gc.get_referrers",
                       "gc.get_referents", "sys.settrace", "sys.setprofile", "os.exec",
@@ -784,22 +820,67 @@ class Sealed:
         answer_r, answer_w = _pipe()
         for each in (ask_r, ask_w, answer_r, answer_w):
             _set_inheritable(each, False)
+        # the driver's own ends never block: a pipe the code under test filled, or a
+        # sealer it stopped, is no seal, at once, never a wait (`end`)
+        _set_blocking(ask_w, False)
+        _set_blocking(answer_r, False)
         main_frame = _getframe(1)
         sealer.append(_start_thread(_sealer, (int(key_fd), fd, ask_r, answer_w, _get_ident(),
                                               main_frame, Sealed.end.__code__)))
         del main_frame, sealer
-        _read(answer_r, 1)      # the key is read and its pipe closed
+        Sealed._answer_of(answer_r)     # the key is read and its pipe closed
         return Sealed(ask_w, answer_r)
 
     def end(self) -> None:
-        """Ask for the seal: call straight from the driver's `main`, after the end record."""
+        """Ask for the seal: call straight from the driver's `main`, after the end record.
+        Waits `SEAL_WAIT` seconds at most: the code under test shares the process and can
+        write into, read from or close these pipes, so an answer that does not come is no
+        seal (golem says so), never a run that hangs."""
         if self._ask < 0:
             return
         try:
             _write(self._ask, b"s")
-            _read(self._answer, 1)
         except OSError:
-            pass
+            return      # full or closed: no seal
+        # waited for here, not in a function of its own: the sealer checks that the main
+        # thread's frame is this one, called from the driver's `main`
+        fd, deadline, pause = self._answer, _monotonic() + SEAL_WAIT, 0.0002
+        while True:
+            try:
+                got = _read(fd, 1)
+            except BlockingIOError:
+                got = None
+            except OSError:
+                return
+            if got == b"" or got == b"d" or got == b"n":
+                return      # sealed, refused, or every write end closed
+            if got is None:
+                if _monotonic() > deadline:
+                    return
+                _sleep(pause)
+                pause = min(pause * 2, 0.05)
+
+    @staticmethod
+    def _answer_of(fd) -> None:
+        """Wait for the sealer's first answer ("r": it holds the key) on `fd`
+        (non-blocking), at most `SEAL_WAIT` seconds; before any code under test runs."""
+        deadline, pause = _monotonic() + SEAL_WAIT, 0.0002
+        while True:
+            try:
+                got = _read(fd, 1)
+            except BlockingIOError:
+                got = None
+            except OSError:
+                return
+            if got == b"":
+                return      # every write end closed: no answer can come
+            if got == b"r":
+                return
+            if got is None:
+                if _monotonic() > deadline:
+                    return
+                _sleep(pause)
+                pause = min(pause * 2, 0.05)
 
 
 def _undumpable() -> None:
@@ -835,10 +916,13 @@ def _sealer(key_fd, fd, ask, answer, main_ident, main_frame, end_code):
     write(answer, b"r")
     while True:
         try:
-            if read(ask, 1) != b"s":
-                return
+            asked = read(ask, 1)
         except error:
             return
+        if asked == b"":
+            return      # every write end closed
+        if asked != b"s":
+            continue    # a byte from anywhere else: ignored, the sealer stays
         frame = frames().get(main_ident)
         if frame is None or frame.f_code is not end_code or frame.f_back is not main_frame \
                 or inner is None:
@@ -1057,7 +1141,10 @@ class _ImportSeal:
         self.prefix = sys.pycache_prefix
         self.under = os.path.normpath(self.prefix) + _sep if self.prefix else None
         self.hashed = (_imp, _imp.check_hash_based_pycs)
-        self.loaded = {}        # id of a module's namespace -> (it, the file its code came from)
+        # id of a module's namespace -> (a weak reference to the module, the file its code
+        # came from, the code): held weakly, so a module the tests make and drop goes as it
+        # would under the bare runner
+        self.loaded = {}
         self.trusted = {}       # code of another loader's exec_module -> True
         # modules loaded before any code under test ran: the runner's own
         self.early = {_id(m): m for m in _list(sys.modules.values())}
@@ -1148,7 +1235,8 @@ class _ImportSeal:
                 return
             if _type(module) is _ModuleType:
                 space = module.__dict__
-                self.loaded[_id(space)] = (space, path if _type(path) is str else None, ran)
+                self.loaded[_id(space)] = (_weakref(module), path if _type(path) is str
+                                           else None, ran)
         except Exception:
             return      # never in the way of the code under test: the module goes unrecorded
 
@@ -1162,7 +1250,7 @@ class _ImportSeal:
             if module is not None and early.get(_id(module)) is module:
                 continue        # the runner's own (doctest's test case class)
             held = loaded.get(_id(module.__dict__)) if _type(module) is _ModuleType else None
-            ok = held is not None and held[0] is module.__dict__ and held[1] is not None
+            ok = held is not None and held[0]() is module and held[1] is not None
             if ok:
                 file = file if file is not None else getattr(module, "__file__", None)
                 try:
@@ -1194,7 +1282,7 @@ class _ImportSeal:
         name = space.get("__name__")
         name = name if _type(name) is str else "?"
         held = self.loaded.get(_id(space))
-        if held is None or held[0] is not space or _type(held[2]) is not _CodeType:
+        if held is None or held[0]() is not module or _type(held[2]) is not _CodeType:
             return [(name, space, module)]      # not filled by a loader: `imported` names it
         self.loaded[_id(space)] = (*held[:3], True)     # checked now, not again
         self.plain_record(label, module)
@@ -1245,7 +1333,7 @@ class _ImportSeal:
             return
         space = module.__dict__
         held = self.loaded.get(_id(space))
-        if held is None or held[0] is not space or _type(held[2]) is not _CodeType:
+        if held is None or held[0]() is not module or _type(held[2]) is not _CodeType:
             return      # not loaded from a file: `imported` names it
         present = [hook for hook in _HOOKS if hook in space]
         if not present:
@@ -1355,6 +1443,7 @@ _HOOKS = ("__getattr__", "__dir__", "load_tests", "setUpModule", "tearDownModule
           "pytest_plugins", "pytestmark", "setup_module", "teardown_module",
           "setup_function", "teardown_function", "__test__")
 _class_dict = vars(_type)["__dict__"].__get__      # a class's own namespace, asked of `type`
+_weakrefoffset = vars(_type)["__weakrefoffset__"].__get__     # 0: takes no weak reference
 _type_name = vars(_type)["__name__"].__get__        # its name and qualified name, the same way
 _type_qualname = vars(_type)["__qualname__"].__get__
 _instance_dict = _vars      # a ModuleSpec's own attributes (its exact type checked first)
@@ -1408,6 +1497,16 @@ _TEST_ENDS = ("_test.py", "_tests.py", "tests.py")
 _LIBRARIES = frozenset({"site-packages", "dist-packages"})     # a virtual environment's
 
 
+def test_side(rel) -> bool:
+    """Whether the workspace file `rel` (relative, "/"-separated) is the tests' by its name
+    or place: a test module's name, `conftest.py`, or inside a test directory."""
+    if _type(rel) is not str:
+        return False
+    parts = rel.lower().split("/")
+    return parts[-1].startswith(_TEST_NAMES) or parts[-1].endswith(_TEST_ENDS) or _any(
+        p.startswith("test") or p.endswith(("_test", "_tests")) for p in parts[:-1])
+
+
 def _frame_reacher(root: str):
     """A function: the frame that reached for a frame -> the workspace file (not a test file
     by name) whose code asked, or None."""
@@ -1429,10 +1528,7 @@ def _frame_reacher(root: str):
                 frame = frame.f_back
                 continue
             rel = name[len(prefix):].replace(_sep, "/")
-            parts = rel.lower().split("/")
-            if parts[-1].startswith(_TEST_NAMES) or parts[-1].endswith(_TEST_ENDS) or any(
-                    p.startswith("test") or p.endswith(("_test", "_tests")) or p in _LIBRARIES
-                    for p in parts[:-1]):
+            if test_side(rel) or not _LIBRARIES.isdisjoint(rel.lower().split("/")[:-1]):
                 return None     # the tests' own code (protected), or an installed library
             return rel
         return None

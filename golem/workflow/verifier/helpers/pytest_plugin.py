@@ -68,7 +68,8 @@ class Plugin:
             if spaces:
                 self.early.append(self.evidence.namespace([(label, names)
                                                            for label, names, _ in spaces]))
-                self.early_data.append(self.evidence.data([(label, names)
+                file = self._rel(path) if type(path) is str else None
+                self.early_data.append(self.evidence.data([(label, names, file)
                                                            for label, names, _ in spaces]))
                 self.early_owners.update(id(owner) for _, _, owner in spaces)
                 self.early_kept.extend(owner for _, _, owner in spaces)
@@ -180,10 +181,9 @@ class Plugin:
                          if key not in self.plugins]
         if replaced:
             self.stream.emit(e="guard", replaced=replaced)
-        for snapshot in self.early_data:    # an audit finding: the baseline may do the same
-            for label in self.evidence.data_changed(snapshot):
-                self.stream.emit(e="audit",
-                                 event="test data changed while the tests ran: " + label)
+        for snapshot in self.early_data:    # golem judges each against the baseline and
+            for change in self.evidence.data_changed(snapshot):     # its writer
+                self.stream.emit(e="data", **change)
 
 
 def rewrite_from_cache(rewrite, prefix, missed):

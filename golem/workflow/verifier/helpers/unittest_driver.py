@@ -422,11 +422,17 @@ class _Loader(unittest.TestLoader):
     def loadTestsFromModule(self, module, *args, **kwargs):
         # right after the module's code ran, before unittest looks for its `load_tests` or
         # through its names: checked, and the guard's snapshot of it and its classes taken
-        name = _vars(module).get("__name__") if _type(module) is _ModuleType else None
+        space = _vars(module) if _type(module) is _ModuleType else {}
+        name, file = space.get("__name__"), evidence.relative(space.get("__file__"), CWD)
+        if "__path__" in space and not evidence.test_side(file):
+            # a package of the code under test that discovery passed through on its way to
+            # the tests (`python -m unittest` from the top): the code's own, not the tests'
+            return super().loadTestsFromModule(module, *args, **kwargs)
         spaces = _handed(name if _type(name) is str else "?", module)
         if spaces:
             _EARLY.append(evidence.namespace([(label, space) for label, space, _ in spaces]))
-            _EARLY_DATA.append(evidence.data([(label, space) for label, space, _ in spaces]))
+            _EARLY_DATA.append(evidence.data([(label, space, file)
+                                              for label, space, _ in spaces]))
             _EARLY_OWNERS.update(_map(id, (owner for _, _, owner in spaces)))
             _EARLY_KEPT.extend(owner for _, _, owner in spaces)     # their ids stay theirs
         return super().loadTestsFromModule(module, *args, **kwargs)
@@ -527,9 +533,9 @@ def main():
         replaced += evidence.gained(snapshot, _CASE_NAMES)
     if replaced:
         STREAM.emit(e="guard", replaced=replaced)
-    for snapshot in _EARLY_DATA:    # an audit finding: the baseline's run may do the same
-        for label in evidence.data_changed(snapshot):
-            STREAM.emit(e="audit", event="test data changed while the tests ran: " + label)
+    for snapshot in _EARLY_DATA:    # golem judges each against the baseline and its writer
+        for change in evidence.data_changed(snapshot):
+            STREAM.emit(e="data", **change)
     ok = result.wasSuccessful() and result.testsRun > 0 and not replaced
     STREAM.emit(e="modules", files=evidence.loaded())
     STREAM.emit(e="end", ok=ok, tests_run=result.testsRun, exit=0 if ok else 1)
