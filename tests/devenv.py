@@ -197,16 +197,18 @@ def install_editable(project: Project) -> None:
 
 
 def make(parent: str, layout: str = "src-pth", core: str = BUGGY_CORE,
-         extra: dict[str, str] | None = None, name: str = "proj") -> Project:
+         extra: dict[str, str] | None = None, name: str = "proj",
+         tests: str = "tests/test_calc.py") -> Project:
     """A committed git repository `parent/name` with `layout`, a `.venv` inside holding its
-    editable install, and `core` as the code under test."""
+    editable install, `core` as the code under test and the tests in `tests` (`{package}`
+    stands for the package's directory)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout: one of {LAYOUTS}")
     root = os.path.join(os.path.realpath(parent), name)
     project = Project(root, layout, os.path.join(root, ".venv"))
     package = project.package
     files = {f"{package}/__init__.py": INIT, f"{package}/core.py": core,
-             "tests/test_calc.py": TESTS, "pyproject.toml": PYPROJECT,
+             tests.replace("{package}", package): TESTS, "pyproject.toml": PYPROJECT,
              ".gitignore": GITIGNORE, **(extra or {})}
     os.makedirs(root)
     write_files(root, files)

@@ -12,15 +12,18 @@ is a git layout, and returns the directory golem is pointed at:
     node_modules    a git checkout with an ignored `node_modules` tree
     venv-outside    a git checkout whose virtual environment lives beside it, not inside
 
-The virtual environments are real (`python3 -m venv --without-pip`); the one builder that
-wants something in them installs a module by hand, so nothing needs the network.
+The virtual environments are real (`python3 -m venv --without-pip`); what a test wants in
+one is installed by hand (`install`: the distributions this Python has, linked into the
+environment's site-packages), so nothing needs the network.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import subprocess
 import sys
+import sysconfig
 
 from tests.fixtures import git, write_files
 
@@ -50,6 +53,22 @@ def venv(path: str) -> str:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", path], check=True,
                    capture_output=True)
     return os.path.join(path, "bin", "python")
+
+
+def install(path: str, *names: str) -> None:
+    """The distributions `names` (as this Python has them installed) installed by hand into
+    the virtual environment at `path`: their top-level packages and metadata linked into its
+    site-packages, as pip would have put them there."""
+    rel = os.path.relpath(sysconfig.get_path("purelib"), sysconfig.get_path("data"))
+    site = os.path.join(path, rel)
+    for name in names:
+        dist = importlib.metadata.distribution(name)
+        tops = {str(f).split("/", 1)[0] for f in dist.files or ()
+                if not str(f).startswith("..") and "__pycache__" not in str(f)}
+        for top in sorted(tops):
+            source = os.path.join(str(dist.locate_file("")), top)
+            if os.path.exists(source) and not os.path.exists(os.path.join(site, top)):
+                os.symlink(source, os.path.join(site, top))
 
 
 def node_modules(root: str) -> None:

@@ -1,4 +1,4 @@
-"""Per-test evidence from `go test`, `node --test` and jest (golem/workflow/verifier/runners.py):
+"""Per-test evidence from `go test`, `node --test` and jest (golem/workflow/verifier/runners/):
 runner detection, arguments, and the parsers against recorded output. Real projects are in
 tests/test_runner_projects.py."""
 
@@ -8,7 +8,7 @@ import json
 import tempfile
 import unittest
 
-from golem.workflow.verifier import runners
+from golem.workflow.verifier.runners import go, jest, node
 from golem.workflow.verifier.suite import detect, parse_command
 from tests.fixtures import write_files
 
@@ -107,7 +107,8 @@ class RunnerOfTest(unittest.TestCase):
             "node script.js --test": "exit-code", "node test.js": "exit-code",
             "npx jest": "jest", "npx --yes jest --ci": "jest", "jest": "jest",
             "node_modules/.bin/jest -i": "jest", "npx vitest": "exit-code",
-            "npm test": "exit-code", "cargo test": "exit-code",
+            "npm test": "exit-code", "cargo test": "cargo", "cargo test -q": "exit-code",
+            "cargo test -- --format=terse": "exit-code", "make test": "exit-code",
             "python3 -m pytest -q": "pytest", "python3 -m unittest": "unittest",
         }
         for text, runner in cases.items():
@@ -120,16 +121,16 @@ class RunnerOfTest(unittest.TestCase):
             self.assertEqual(detect(root).runner, "go")
 
     def test_instrumented_arguments(self):
-        self.assertEqual(runners.go_argv(["go", "test", "-v", "./..."]),
+        self.assertEqual(go.go_argv(["go", "test", "-v", "./..."]),
                          ["go", "test", "-json", "-count=1", "-v", "./..."])
-        self.assertEqual(runners.jest_argv(["npx", "jest", "--ci"], "/s/j.json"),
+        self.assertEqual(jest.jest_argv(["npx", "jest", "--ci"], "/s/j.json"),
                          ["npx", "jest", "--ci", "--json", "--outputFile=/s/j.json"])
-        self.assertEqual(runners.node_argv(["node", "--test", "test/"], "/s/r.mjs", "/s/o"),
+        self.assertEqual(node.node_argv(["node", "--test", "test/"], "/s/r.mjs", "/s/o"),
                          ["node", "--test-reporter=/s/r.mjs", "--test-reporter-destination=/s/o",
                           "--test-reporter=spec", "--test-reporter-destination=stdout",
                           "--test", "test/"])
         # a reporter the command names keeps its place, with stdout as its destination
-        self.assertEqual(runners.node_argv(["node", "--test", "--test-reporter=dot", "t/"],
+        self.assertEqual(node.node_argv(["node", "--test", "--test-reporter=dot", "t/"],
                                            "/s/r.mjs", "/s/o"),
                          ["node", "--test-reporter=/s/r.mjs", "--test-reporter-destination=/s/o",
                           "--test", "--test-reporter=dot", "--test-reporter-destination=stdout",
@@ -138,7 +139,7 @@ class RunnerOfTest(unittest.TestCase):
 
 class ParseGoTest(unittest.TestCase):
     def test_recorded_stream(self):
-        tests, pseudo, text, problem = runners.parse_go(GO_STREAM)
+        tests, pseudo, text, problem = go.parse_go(GO_STREAM)
         self.assertEqual(tests, {
             "example.com/m/broken [build]": "error",
             "example.com/m/calc::TestAdd": "failed",
@@ -166,7 +167,7 @@ class ParseGoTest(unittest.TestCase):
             json.dumps({"Action": "start", "Package": "example.com/m/broken"}),
             json.dumps({"Action": "fail", "Package": "example.com/m/broken",
                         "FailedBuild": "example.com/m/broken [example.com/m/broken.test]"})])
-        tests, pseudo, text, problem = runners.parse_go(stream)
+        tests, pseudo, text, problem = go.parse_go(stream)
         self.assertTrue(tests)
         self.assertTrue(all(o == "error" for o in tests.values()), tests)
         self.assertEqual(set(tests), pseudo)
@@ -176,24 +177,24 @@ class ParseGoTest(unittest.TestCase):
     def test_a_pass_after_a_fail_does_not_count(self):
         stream = "\n".join([go_event("run", test="TestAdd"), go_event("fail", test="TestAdd"),
                             go_event("pass", test="TestAdd"), go_event("fail")])
-        tests, _, _, _ = runners.parse_go(stream)
+        tests, _, _, _ = go.parse_go(stream)
         self.assertEqual(tests, {"example.com/m/calc::TestAdd": "failed"})
 
     def test_a_stream_cut_short_is_a_problem(self):
         stream = "\n".join([go_event("run", test="TestAdd"), go_event("pass", test="TestAdd"),
                             go_event("run", test="TestHang")])
-        tests, _, _, problem = runners.parse_go(stream)
+        tests, _, _, problem = go.parse_go(stream)
         self.assertEqual(tests["example.com/m/calc::TestHang"], "error")
         self.assertIn("ended before 1 package(s) finished: example.com/m/calc", problem)
 
     def test_forged_plain_text_is_not_evidence(self):
-        tests, _, _, problem = runners.parse_go("--- PASS: TestAdd (0.00s)\nok\tx\t0.1s\n")
+        tests, _, _, problem = go.parse_go("--- PASS: TestAdd (0.00s)\nok\tx\t0.1s\n")
         self.assertEqual(tests, {})
 
 
 class ParseNodeTest(unittest.TestCase):
     def test_recorded_stream(self):
-        tests, pseudo, problem = runners.parse_node(NODE_STREAM, "/w")
+        tests, pseudo, problem = node.parse_node(NODE_STREAM, "/w")
         self.assertEqual(tests, {
             "test/a.test.js > adds": "passed",
             "test/a.test.js > fails": "failed",
@@ -216,21 +217,21 @@ class ParseNodeTest(unittest.TestCase):
                   "failure": "testCodeFailure"},
                  {"pass": True, "name": "t", "nesting": 0, "file": "/w/a.js"},
                  {"complete": True}]
-        tests, _, _ = runners.parse_node("\n".join(json.dumps(r) for r in lines), "/w")
+        tests, _, _ = node.parse_node("\n".join(json.dumps(r) for r in lines), "/w")
         self.assertEqual(tests, {"a.js > t": "failed"})
 
     def test_a_run_that_ended_early_is_a_problem(self):
         stream = NODE_STREAM.replace(json.dumps({"complete": True}) + "\n", "")
-        tests, _, problem = runners.parse_node(stream, "/w")
+        tests, _, problem = node.parse_node(stream, "/w")
         self.assertTrue(tests)
         self.assertIn("ended before its reporter finished", problem)
-        _, _, problem = runners.parse_node(NODE_STREAM[:-40], "/w")
+        _, _, problem = node.parse_node(NODE_STREAM[:-40], "/w")
         self.assertIn("unreadable", problem)
 
 
 class ParseJestTest(unittest.TestCase):
     def test_recorded_result(self):
-        tests, pseudo = runners.parse_jest(JEST_RESULT, "/w")
+        tests, pseudo = jest.parse_jest(JEST_RESULT, "/w")
         self.assertEqual(tests, {
             "t/sum.test.js > sum > adds": "failed",
             "t/sum.test.js > sum > zero": "passed",
@@ -244,7 +245,7 @@ class ParseJestTest(unittest.TestCase):
     def test_not_a_jest_result(self):
         for data in ({}, [], {"testResults": "x"}):
             with self.assertRaises(ValueError):
-                runners.parse_jest(data, "/w")
+                jest.parse_jest(data, "/w")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import sys
 import sysconfig
 import unittest
 
+from golem.core.errors import UsageError
 from golem.workflow.verifier.suite import detect
 from tests.fixtures import (BUGGY, CALC_TESTS, GolemCase, git, last_json, make_repo, read_trace,
                             run_cli, write_files)
@@ -476,7 +477,10 @@ class NodeProjectTest(ShapeCase):
     def test_npm_placeholder_and_scripts_with_shell_syntax(self):
         repo = make_repo(self.tmp, {"package.json": '{"scripts": {"test": "echo \\"Error: '
                                     'no test specified\\" && exit 1"}}', "test/a.js": ""})
-        self.assertEqual(detect(repo).argv[:3], ["python3", "-m", "unittest"])
+        # npm's placeholder is no test script, and a test/ directory with no Python file in
+        # it is no unittest suite: nothing to run, and the error says what was looked for
+        with self.assertRaisesRegex(UsageError, "tried: .*npm test"):
+            detect(repo)
         write_files(repo, {"package.json": '{"scripts": {"test": "node --test && lint"}}'})
         self.assertEqual(detect(repo).argv, ["npm", "test"])
 

@@ -80,7 +80,7 @@ class DetectTest(TempCase):
 
     def test_pyproject_only_with_pytest_section(self):
         self.put("pyproject.toml", "[project]\nname = 'x'\n")
-        self.assertEqual(self.detect("tests/").runner, "unittest")
+        self.assertEqual(self.detect("tests/test_a.py").runner, "unittest")
         self.put("pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-q'\n")
         self.assertEqual(detect(self.root).runner, "pytest")
 
@@ -96,7 +96,7 @@ class DetectTest(TempCase):
         self.assertIn("tests/test_c.py imports pytest", detect(self.root).origin)
 
     def test_tests_directory(self):
-        command = self.detect("tests/")
+        command = self.detect("tests/test_a.py")
         self.assertEqual(command.argv, UNITTEST)
         self.assertEqual(command.runner, "unittest")
 
@@ -105,14 +105,14 @@ class DetectTest(TempCase):
         self.assertEqual(command.argv, UNITTEST + ["-t", "."])
 
     def test_test_directory(self):
-        self.assertEqual(self.detect("test/").argv[-2:], ["-s", "test"])
+        self.assertEqual(self.detect("test/test_a.py").argv[-2:], ["-s", "test"])
 
     def test_go(self):
         self.assertEqual(self.detect("go.mod").argv, ["go", "test", "./..."])
 
     def test_cargo(self):
         command = self.detect("Cargo.toml")
-        self.assertEqual((command.argv, command.runner), (["cargo", "test"], "exit-code"))
+        self.assertEqual((command.argv, command.runner), (["cargo", "test"], "cargo"))
 
     def test_package_json_needs_a_test_script(self):
         self.put("package.json", json.dumps({"scripts": {"build": "tsc"}}))

@@ -47,6 +47,10 @@ def _binds_back(hidden: list[str], env_path: str, wanted: tuple[str, ...] = ()) 
             if os.path.basename(parent) in TOOL_TREES or \
                     os.path.isfile(os.path.join(parent, "pyvenv.cfg")):
                 keep.add(parent)
+            # rustup's proxies in .cargo/bin run the toolchains kept in .rustup beside it
+            if os.path.basename(parent) == ".cargo" and \
+                    os.path.isdir(os.path.join(os.path.dirname(parent), ".rustup")):
+                keep.add(os.path.join(os.path.dirname(parent), ".rustup"))
     chosen = sorted(p for p in keep if _hidden_under(p, hidden))
     # drop any path already covered by a shorter one
     return [p for p in chosen if not any(p != q and p.startswith(q + "/") for q in chosen)]

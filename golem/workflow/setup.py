@@ -16,7 +16,8 @@ from golem.trace import Trace
 from golem.workflow.verifier import Environment
 from golem.workflow.verifier.interpreter import activate, find_venv
 from golem.workflow.verifier.scratch import Phase
-from golem.workflow.verifier.suite import TestCommand, detect, parse_command
+from golem.workflow.verifier.runners import (RUNNERS, TestCommand, detect, parse_command,
+                                             toolchain_homes)
 
 
 @dataclass
@@ -53,23 +54,27 @@ class Setup:
         self.options = options
         self.trace = trace
         self.workspace = Workspace(options.dir)
-        self.command: TestCommand | None = None
-        if options.test:
-            self.command = parse_command(options.test)
-        elif need_tests:
-            self.command = detect(self.workspace.root)
-        else:
-            try:
-                self.command = detect(self.workspace.root)
-            except UsageError:
-                self.command = None     # `run` and `ask` can work without a test suite
         # HOME, TMPDIR and the bytecode cache are set per phase and per run
         self.env = process.command_env("/nonexistent", "/nonexistent",
                                        {**options.env, "PYTHONNOUSERSITE": "1"})
+        # the toolchains' own homes (rustup's, cargo's) where the user's are, not under the
+        # HOME each run gets
+        for name, where in toolchain_homes(os.path.expanduser("~")).items():
+            self.env.setdefault(name, where)
         # the project's own virtual environment, as its developer would have it activated
         self.venv, why = find_venv(self.workspace.root, dict(os.environ))
         if self.venv is not None:
             self.env = activate(self.env, self.venv)
+        self.command: TestCommand | None = None
+        if options.test:
+            self.command = parse_command(options.test)
+        elif need_tests:
+            self.command = detect(self.workspace.root, self.env)
+        else:
+            try:
+                self.command = detect(self.workspace.root, self.env)
+            except UsageError:
+                self.command = None     # `run` and `ask` can work without a test suite
         _, how = sandbox.wrapper(options.sandbox, self.workspace.root, ())
         self.sealed = how.startswith("bwrap")
         process.become_subreaper()
@@ -81,8 +86,8 @@ class Setup:
                        f"({self.command.origin}; evidence: {self.command.runner})",
                        test_command=self.command.argv, origin=self.command.origin)
         trace.emit("note", message=f"sandbox: {how}", sandbox=options.sandbox)
-        if self.command is not None and self.command.runner in ("unittest", "pytest") or \
-                self.venv is not None:
+        runner = RUNNERS.get(self.command.runner) if self.command is not None else None
+        if runner is not None and runner.python or self.venv is not None:
             python = os.path.join(self.venv, "bin", "python") if self.venv else "python3 on PATH"
             trace.emit("note", message=f"python: {python} ({why})", venv=self.venv)
         if options.env:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from golem.workflow.verifier.known import as_before, count, is_known, known_phrase, \
     passes_but_known, set_apart, still_phrase
+from golem.workflow.verifier.runners import trust_of
 from golem.workflow.verifier.suite import FAILING, SuiteResult
 
 EXIT_CODES = {"VERIFIED": 0, "ALREADY_GREEN": 0, "FAILED": 1, "REJECTED": 3}
@@ -232,6 +233,8 @@ def judge(before: SuiteResult, after: SuiteResult, protected: list[tuple[str, st
         verdict.summary = (f"VERIFIED: suite passes{apart} ({len(after.tests)} tests, "
                            f"{len(fixed)} fixed) and no test file was modified"
                            + known_phrase(verdict))
+        if trust_of(after.evidence):    # evidence the code under test could have written
+            verdict.summary += f" ({trust_of(after.evidence)})"
         return verdict
     problems = []
     if swapped:

@@ -4,27 +4,16 @@ Outcomes never come from stdout that the code under test could forge. unittest r
 golem's driver and pytest under golem's launcher and plugin (helpers/), started in isolated
 mode from a read-only directory: they stream one record per finished test over a pipe golem
 reads during the run, so nothing that runs later (an atexit hook) can rewrite them, and a
-run that ends without its last record did not finish. `node --test` and jest write JSON
-files, `go test -json` an event stream on stdout (golem/workflow/verifier/runners.py). Any
-other runner is judged by its exit code alone, and the verdict says so.
+run that ends without its last record did not finish. Every other runner's evidence is read
+by its own module in golem/workflow/verifier/runners/ (`node --test` and jest write result
+files, `go test -json` an event stream on stdout, cargo's harness its human output); a
+command no runner claims is judged by its exit code alone, and the verdict says so.
 
 golem runs the suite the same way every time, as fixed at the baseline (`Plan`): the test
 interpreter or program by its absolute path, and for pytest the configuration file, rootdir
 and confcutdir the baseline used, given explicitly, so nothing above the directory the suite
-runs in is searched for runner configuration.
-
-Detection, when `-test` is absent (first rule that matches wins):
-1. pytest configuration (`pytest.ini`, `.pytest.ini`, `pytest.toml`, `conftest.py` at the
-   top, `[tool.pytest` in pyproject.toml, `[tool:pytest]` in setup.cfg, `[pytest]` in
-   tox.ini): `python3 -m pytest`
-2. test files written for pytest (module-level `test_` functions, `import pytest`):
-   `python3 -m pytest`
-3. a `tests/` or `test/` directory, or `test*.py` at the top: `python3 -m unittest discover`
-   (`-s DIR`, plus `-t .` when DIR is a package); but a `package.json` test script wins over
-   a test directory that holds no Python file (a Node project's `test/`)
-4. `go.mod`: `go test ./...`; `Cargo.toml`: `cargo test`; `package.json` with a test script:
-   `npm test`, or the script itself when it is a plain `node --test` command (golem reads its
-   results test by test); a Makefile with a `test:` target: `make test`
+runs in is searched for runner configuration. Which command runs when `-test` is absent is
+the runners' to say (runners/__init__.py, `detect`).
 """
 
 from __future__ import annotations
@@ -35,8 +24,6 @@ import hmac
 import itertools
 import json
 import os
-import re
-import shlex
 import shutil
 from dataclasses import dataclass, field
 
@@ -44,31 +31,24 @@ from golem.core.errors import UsageError
 from golem.tools import process, tree
 from golem.workflow.verifier import runners
 from golem.workflow.verifier.interpreter import Interpreter
+from golem.workflow.verifier.runners import (RUNNERS, TestCommand, detect, is_python,
+                                             parse_command, runner_of)
+from golem.workflow.verifier.runners.pytest import PYTEST_VALUE_OPTIONS, pytest_split
 from golem.workflow.verifier.scratch import RunScratch
+
+# the names other modules import from here, which now live with the runners
+__all__ = ["PYTEST_VALUE_OPTIONS", "TestCommand", "detect", "is_python", "parse_command",
+           "pytest_split", "runner_of", "FAILING", "OUTCOMES", "SuiteResult",
+           "Plan", "plan_for", "run_suite", "seal_mac"]
 
 FAILING = ("failed", "error")
 _FAILING = frozenset(FAILING)
 OUTCOMES = frozenset({"passed", "failed", "error", "skipped", "xfail", "xpass"})
-EVIDENCE = {"unittest": "unittest-json", "pytest": "pytest-json", "go": "go-json",
-            "node": "node-json", "jest": "jest-json"}
-GO_CAP = 32_000_000         # the go event stream is the evidence: keep far more of it
+OUTPUT_CAP = 32_000_000     # where the output is the evidence (go, cargo): keep far more of it
 RECORDS_CAP = 64_000_000    # bytes of records golem reads from one run
 MODULES_CAP = 20_000        # module files a run may name for golem to compile
 DATA_CAP = 1_000            # changes to the tests' data golem keeps from one run
 PYTEST_PINS = ("-c", "--config-file", "--rootdir", "--confcutdir")
-
-
-@dataclass
-class TestCommand:
-    """The command that defines success, and how golem reads its results."""
-
-    argv: list[str]
-    runner: str         # "unittest", "pytest", "go", "node", "jest" or "exit-code"
-    origin: str         # "-test" or "detected: <why>"
-
-    @property
-    def text(self) -> str:
-        return shlex.join(self.argv)
 
 
 @dataclass
@@ -79,7 +59,7 @@ class SuiteResult:
     timed_out: bool
     output: str
     elapsed: float
-    evidence: str                               # a value of EVIDENCE, or "exit-code"
+    evidence: str                               # the runner's `evidence`, or "exit-code"
     tests: dict[str, str] | None = None         # test id -> passed/failed/error/skipped/xfail/xpass
     pseudo: set[str] = field(default_factory=set)   # ids that stand for import or setup errors
     files: dict[str, str] = field(default_factory=dict)     # test id -> file it came from
@@ -142,189 +122,6 @@ def _counts(tests: dict[str, str] | None) -> dict[str, int] | None:
     return dict(collections.Counter(tests.values()))
 
 
-def is_python(program: str) -> bool:
-    return re.fullmatch(r"python(\d(\.\d+)?)?", os.path.basename(program)) is not None
-
-
-def runner_of(argv: list[str]) -> str:
-    """Which result format golem can read from this command."""
-    if not argv:
-        return "exit-code"
-    name = os.path.basename(argv[0])
-    if name in ("pytest", "py.test") or (is_python(argv[0]) and argv[1:3] == ["-m", "pytest"]):
-        return "pytest"
-    if is_python(argv[0]) and argv[1:3] == ["-m", "unittest"]:
-        return "unittest"
-    if runners.is_go(argv):
-        return "go"
-    if runners.is_node(argv):
-        return "node"
-    if runners.is_jest(argv):
-        return "jest"
-    return "exit-code"
-
-
-def parse_command(text: str) -> TestCommand:
-    """The `-test` flag: split like a shell would, run without one."""
-    try:
-        argv = shlex.split(text)
-    except ValueError as exc:
-        raise UsageError(f"cannot parse -test {text!r}: {exc}") from None
-    if not argv:
-        raise UsageError("-test is empty; give the command that runs the suite")
-    return TestCommand(argv, runner_of(argv), "-test")
-
-
-def _read(path: str, limit: int = 1_000_000) -> str:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(limit).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-_PYTEST_IMPORT = re.compile(r"^\s*(import pytest\b|from pytest\b|from _pytest\b|import _pytest\b)",
-                            re.M)
-_MODULE_TEST = re.compile(r"^(async\s+)?def test\w*\s*\(", re.M)
-_TEST_FILE = re.compile(r"(^test_.*|.*_test)\.py$")
-
-
-def _written_for_pytest(root: str) -> str | None:
-    """Why the test files look written for pytest (module-level test functions, an import
-    of pytest), or None. Reads at most a few hundred files."""
-    seen = 0
-    for top in ("tests", "test", "testing", ""):
-        base = os.path.join(root, top) if top else root
-        if not os.path.isdir(base) or os.path.islink(base):
-            continue
-        skip = lambda rel, name: name.startswith(".") or name in (
-            "node_modules", "venv", "__pycache__", "build", "dist", "site-packages")
-        try:
-            items = list(tree.walk(base, skip, max_depth=1 if not top else 6,
-                                   max_entries=20_000))
-        except tree.TreeError:
-            items = []
-        for item in items:
-            if item.kind != "file" or not _TEST_FILE.match(item.name) or seen > 300:
-                continue
-            seen += 1
-            text = _read(os.path.join(base, item.rel), 200_000)
-            rel = f"{top}/{item.rel}" if top else item.rel
-            if _MODULE_TEST.search(text):
-                return f"{rel} has module-level test functions"
-            if _PYTEST_IMPORT.search(text):
-                return f"{rel} imports pytest"
-    return None
-
-
-# what `npm init` writes when there are no tests: not a test script
-NPM_PLACEHOLDER = re.compile(r"echo\s.*no test specified")
-
-
-def _package_test(root: str) -> TestCommand | None:
-    """The test script of `package.json` at `root`, if it has a real one: the script itself
-    when it is a plain `node --test` command (no shell syntax), else `npm test`."""
-    path = os.path.join(root, "package.json")
-    if not os.path.isfile(path):
-        return None
-    try:
-        scripts = json.loads(_read(path)).get("scripts", {})
-    except (ValueError, AttributeError):
-        return None
-    script = scripts.get("test") if isinstance(scripts, dict) else None
-    if not isinstance(script, str) or not script.strip() or NPM_PLACEHOLDER.search(script):
-        return None
-    why = "detected: package.json test script"
-    if not re.search(r"[|&;<>()$`\\\n*?\[\]~]", script):
-        argv = shlex.split(script)
-        if runner_of(argv) == "node":
-            return TestCommand(argv, "node", why)
-    return TestCommand(["npm", "test"], "exit-code", why)
-
-
-def _holds_python(folder: str) -> bool:
-    """Whether a test directory has a Python file in it or one level down."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return True
-    for name in names:
-        if name.endswith(".py"):
-            return True
-        sub = os.path.join(folder, name)
-        if os.path.isdir(sub) and not os.path.islink(sub) and name != "node_modules":
-            try:
-                if any(n.endswith(".py") for n in os.listdir(sub)):
-                    return True
-            except OSError:
-                return True
-    return False
-
-
-def detect(root: str) -> TestCommand:
-    """Choose the test command for the repository at `root` (rules in the module docstring)."""
-    def exists(*parts: str) -> bool:
-        return os.path.exists(os.path.join(root, *parts))
-
-    pytest_signs = [("pytest.ini", None), (".pytest.ini", None), ("pytest.toml", None),
-                    ("conftest.py", None), ("pyproject.toml", "[tool.pytest"),
-                    ("setup.cfg", "[tool:pytest]"), ("tox.ini", "[pytest]")]
-    for name, marker in pytest_signs:
-        if exists(name) and (marker is None or marker in _read(os.path.join(root, name))):
-            return TestCommand(["python3", "-m", "pytest"], "pytest", f"detected: {name}")
-    why = _written_for_pytest(root)
-    if why:
-        return TestCommand(["python3", "-m", "pytest"], "pytest", f"detected: {why}")
-    package = _package_test(root)
-    for folder in ("tests", "test"):
-        if os.path.isdir(os.path.join(root, folder)):
-            if package is not None and not _holds_python(os.path.join(root, folder)):
-                return package
-            argv = ["python3", "-m", "unittest", "discover", "-s", folder]
-            if exists(folder, "__init__.py"):
-                argv += ["-t", "."]
-            return TestCommand(argv, "unittest", f"detected: {folder}/ directory")
-    if any(n.startswith("test") and n.endswith(".py") for n in os.listdir(root)):
-        return TestCommand(["python3", "-m", "unittest", "discover"], "unittest",
-                           "detected: test*.py files")
-    if exists("go.mod"):
-        return TestCommand(["go", "test", "./..."], "go", "detected: go.mod")
-    if exists("Cargo.toml"):
-        return TestCommand(["cargo", "test"], "exit-code", "detected: Cargo.toml")
-    if package is not None:
-        return package
-    for name in ("Makefile", "makefile", "GNUmakefile"):
-        if exists(name) and re.search(r"^test\s*:", _read(os.path.join(root, name)), re.M):
-            return TestCommand(["make", "test"], "exit-code", f"detected: {name} test target")
-    raise UsageError(f"cannot tell how to run the tests in {root}; pass -test 'COMMAND'")
-
-
-# pytest options whose value is the next argument: that value is not a test path
-PYTEST_VALUE_OPTIONS = {
-    "-k", "-m", "-p", "-c", "-o", "-W", "-r", "-n", "--rootdir", "--confcutdir", "--basetemp",
-    "--deselect", "--ignore", "--ignore-glob", "--tb", "--maxfail", "--durations",
-    "--import-mode", "--log-level", "--log-file", "--junit-xml", "--junitxml", "--capture",
-    "--override-ini", "--config-file", "--dist", "--cov", "--cov-report", "--cov-config"}
-
-
-def pytest_split(args: list[str], cwd: str) -> tuple[list[str], list[str]]:
-    """pytest's arguments split into its options (with their values) and its test paths."""
-    options, paths = [], []
-    takes_value = False
-    for arg in args:
-        if takes_value:
-            options.append(arg)
-            takes_value = False
-        elif arg.startswith("-"):
-            options.append(arg)
-            takes_value = arg in PYTEST_VALUE_OPTIONS
-        elif os.path.exists(os.path.join(cwd, arg.split("::")[0])):
-            paths.append(arg)
-        else:
-            options.append(arg)     # not a path: leave it to pytest
-    return options, paths
-
-
 @dataclass
 class Plan:
     """How golem runs the test command for its own evidence, fixed at the baseline."""
@@ -338,65 +135,25 @@ class Plan:
     def runner(self) -> str:
         return self.command.runner
 
-    def _pytest_args(self) -> tuple[list[str], bool]:
-        argv = self.command.argv
-        if argv[1:3] == ["-m", "pytest"]:
-            return list(argv[3:]), True
-        return list(argv[1:]), False
-
-    def _pins(self, cwd: str, helpers: str, args: list[str]) -> list[str]:
-        """-c, --rootdir and --confcutdir as the baseline found them, inside `cwd`."""
-        config = self.pytest_config
-        if config is None:
-            return []
-        given = {a.split("=", 1)[0] for a in args if a.startswith("-")}
-        pins = []
-        if not given & {"-c", "--config-file"}:
-            ini = config.get("inifile")
-            pins += ["-c", os.path.join(cwd, ini) if ini else os.path.join(helpers, "pytest.ini")]
-        if "--rootdir" not in given:
-            pins.append("--rootdir=" + os.path.normpath(os.path.join(cwd, config["rootdir"])))
-        if "--confcutdir" not in given:
-            pins.append("--confcutdir=" + os.path.normpath(
-                os.path.join(cwd, config.get("confcutdir") or config["rootdir"])))
-        return pins
-
     def argv(self, cwd: str, run: RunScratch, helpers: str, only: str | None = None,
              result: str | None = None, write_cache: bool = False) -> list[str]:
-        """The command line of one run in `cwd`; `only` runs that one test (unittest id, or
-        pytest `file::name`), `result` is where a runner that writes a file puts it;
-        `write_cache` lets the interpreter write bytecode into golem's cache (baselines
-        only)."""
-        argv = [self.program, *self.command.argv[1:]]
-        isolated = [self.program, "-I", *([] if write_cache else ["-B"]), "-X",
-                    f"pycache_prefix={run.pycache}"]
-        if self.runner == "unittest":
-            selection = [f"--golem-only={only}"] if only is not None else []
-            return [*isolated, os.path.join(helpers, "unittest_driver.py"), *selection,
-                    *self.command.argv[3:]]
-        if self.runner == "pytest":
-            args, cwd_first = self._pytest_args()
-            pins = self._pins(cwd, helpers, args)
-            if only is not None:
-                args = [*pytest_split(args, cwd)[0], only]
-            return [*isolated, os.path.join(helpers, "pytest_launcher.py"),
-                    *(["--golem-cwd"] if cwd_first else []), *args, *pins,
-                    "-p", "no:cacheprovider", "--continue-on-collection-errors"]
-        if self.runner == "go":
-            return runners.go_argv(argv)
-        if self.runner == "node":
-            return runners.node_argv(argv, os.path.join(helpers, "node_reporter.mjs"), result)
-        if self.runner == "jest":
-            return runners.jest_argv(argv, result)
-        return argv
+        """The command line of one run in `cwd`, as the command's runner makes it; `only`
+        runs that one test (what the runner's `alone` gave), `result` is where a runner that
+        writes a file puts it; `write_cache` lets the interpreter write bytecode into
+        golem's cache (baselines only)."""
+        call = runners.Call(self.command.argv, self.program, cwd, run, helpers, only, result,
+                            write_cache, self.pytest_config)
+        runner = RUNNERS.get(self.runner)
+        return runner.argv(call) if runner is not None else call.pinned
 
 
 def plan_for(command: TestCommand, env: dict[str, str], cwd: str) -> Plan:
     """The plan for `command`: its program (or interpreter) pinned to an absolute path."""
     argv0 = command.argv[0]
-    if command.runner in ("unittest", "pytest"):
+    runner = RUNNERS.get(command.runner)
+    if runner is not None and runner.python:
         from golem.workflow.verifier.interpreter import locate
-        script = command.runner == "pytest" and not is_python(argv0)
+        script = not is_python(argv0)       # a console script (`pytest`): its interpreter
         interp = locate(argv0, env, cwd, script=script)
         return Plan(command, interp.executable, interp)
     program = argv0 if "/" in argv0 else shutil.which(argv0, path=env.get("PATH"))
@@ -414,8 +171,9 @@ def run_suite(plan: Plan, *, cwd: str, env: dict[str, str], run: RunScratch, hel
     machinery: golem refuses such a baseline whatever else it does."""
     result_file = os.path.join(run.root, f"result-{plan.runner}.json")
     argv = plan.argv(cwd, run, helpers, only, result_file, write_cache)
-    if plan.runner == "go":
-        cap = max(cap, GO_CAP)
+    reads = RUNNERS[plan.runner].reads if plan.runner in RUNNERS else ""
+    if reads == "output":
+        cap = max(cap, OUTPUT_CAP)
     streams = plan.runner in ("unittest", "pytest")
     key = os.urandom(32) if streams else b""      # this run's seal, known to golem alone
     result = SuiteResult(None, False, "", 0.0, "exit-code")
@@ -426,16 +184,18 @@ def run_suite(plan: Plan, *, cwd: str, env: dict[str, str], run: RunScratch, hel
                        if reader is not None else None)
     result.exit_code, result.timed_out, result.output, result.elapsed = \
         done.exit_code, done.timed_out, done.output, done.elapsed
-    if plan.runner not in EVIDENCE:
+    evidence = RUNNERS[plan.runner].evidence if plan.runner in RUNNERS else None
+    if not evidence:
         return result
-    result.evidence = EVIDENCE[plan.runner]
+    result.evidence = evidence
     if reader is not None:
         reader.finish(done.evidence_truncated)
-    elif plan.runner == "go":
-        result.tests, result.pseudo, result.output, result.problem = runners.parse_go(
-            done.output)
+    elif reads == "output":
+        read = RUNNERS[plan.runner].parse(done.output, cwd)
+        result.tests, result.pseudo, result.problem = read.tests, read.pseudo, read.problem
+        result.output = read.output if read.output is not None else result.output
         if done.truncated:
-            result.problem = "the go test event stream was too long to keep whole"
+            result.problem = f"the {plan.runner} output was too long to keep whole"
     else:
         _read_file(result, plan.runner, result_file, cwd)
     if result.problem is None and not result.tests:
@@ -454,10 +214,8 @@ def _read_file(result: SuiteResult, runner: str, path: str, cwd: str) -> None:
         return
     text = data[0].decode("utf-8", errors="replace")
     try:
-        if runner == "node":
-            result.tests, result.pseudo, result.problem = runners.parse_node(text, cwd)
-        else:
-            result.tests, result.pseudo = runners.parse_jest(json.loads(text), cwd)
+        read = RUNNERS[runner].parse(text, cwd)
+        result.tests, result.pseudo, result.problem = read.tests, read.pseudo, read.problem
     except (ValueError, KeyError, TypeError) as exc:
         result.tests = {}
         result.problem = f"the result file was unreadable ({exc}): the suite did not finish"
